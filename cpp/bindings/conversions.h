@@ -1,0 +1,37 @@
+// Conversions between Python values and core types, shared by the
+// register_*.cc files. Each conversion names the argument it checks so that a
+// bad value becomes a ValueError saying which argument and what is allowed.
+#ifndef RESOUND_BINDINGS_CONVERSIONS_H_
+#define RESOUND_BINDINGS_CONVERSIONS_H_
+
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "resound/deadline.h"
+#include "resound/rate_limiter.h"
+#include "resound/trajectory.h"
+
+namespace resound::bindings {
+
+namespace py = pybind11;
+
+// An int (or anything with __index__, e.g. numpy integers) in [0, 2**64).
+uint64_t ToKey(py::handle value, const char* argument);
+
+// None -> wait forever; a number of seconds >= 0 otherwise.
+Deadline ToDeadline(std::optional<double> timeout);
+
+// A trajectory is a sequence of columns; a column is a pair
+// (slices, squeeze) where slices is a sequence of (chunk_key, offset, length).
+Trajectory ToTrajectory(py::handle value, const char* argument);
+py::list FromTrajectory(const Trajectory& trajectory);
+
+// Limiter configuration, counters and waiting statistics as a dict.
+py::dict RateLimiterInfoDict(const RateLimiterInfo& info);
+
+}  // namespace resound::bindings
+
+#endif  // RESOUND_BINDINGS_CONVERSIONS_H_

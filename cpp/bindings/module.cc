@@ -1,0 +1,14 @@
+// resound._core: the C++ core's Python face. Only marshalling lives in the
+// bindings; behaviour lives in cpp/resound.
+#include <pybind11/pybind11.h>
+
+#include "register.h"
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "resound's C++ core: chunk store, selectors, rate limiters and tables.";
+  resound::bindings::RegisterErrors(m);
+  resound::bindings::RegisterChunks(m);
+  resound::bindings::RegisterSelectors(m);
+  resound::bindings::RegisterRateLimiter(m);
+  resound::bindings::RegisterTable(m);
+}

@@ -1,0 +1,158 @@
+// resound._core.Chunk and resound._core.ChunkStore.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "conversions.h"
+#include "register.h"
+#include "resound/chunk.h"
+#include "resound/chunk_store.h"
+#include "resound/errors.h"
+
+namespace resound::bindings {
+namespace {
+
+// Holds a contiguous view of a Python buffer for the duration of a copy.
+class BufferView {
+ public:
+  explicit BufferView(py::handle object) {
+    if (PyObject_GetBuffer(object.ptr(), &view_, PyBUF_C_CONTIGUOUS) != 0) {
+      PyErr_Clear();
+      throw InvalidArgumentError("data must be a C-contiguous buffer (bytes, bytearray, memoryview "
+                                 "or contiguous numpy array), got " +
+                                 std::string(py::str(py::type::of(object).attr("__name__"))));
+    }
+  }
+  ~BufferView() { PyBuffer_Release(&view_); }
+  BufferView(const BufferView&) = delete;
+  BufferView& operator=(const BufferView&) = delete;
+  const void* data() const noexcept { return view_.buf; }
+  size_t size() const noexcept { return static_cast<size_t>(view_.len); }
+
+ private:
+  Py_buffer view_{};
+};
+
+// pybind11 holds chunks as shared_ptr<Chunk>; the core hands out
+// shared_ptr<const Chunk>. The cast keeps the store's deleter.
+std::shared_ptr<Chunk> Hold(std::shared_ptr<const Chunk> chunk) {
+  return std::const_pointer_cast<Chunk>(std::move(chunk));
+}
+
+py::tuple ShapeTuple(const std::vector<int64_t>& shape) {
+  py::tuple out(shape.size());
+  for (size_t i = 0; i < shape.size(); ++i) out[i] = shape[i];
+  return out;
+}
+
+}  // namespace
+
+void RegisterChunks(py::module_& m) {
+  py::class_<Chunk, std::shared_ptr<Chunk>>(m, "Chunk", py::buffer_protocol(), R"doc(
+An immutable block of column data held in a ChunkStore. Made only by
+ChunkStore.add. Supports the buffer protocol: memoryview(chunk) and
+numpy.frombuffer(chunk, dtype) read the payload without copying.
+)doc")
+      .def_property_readonly("key", &Chunk::key)
+      .def_property_readonly("dtype", [](const Chunk& c) { return c.dtype().str(); })
+      .def_property_readonly("shape", [](const Chunk& c) { return ShapeTuple(c.step_shape()); },
+                             "Shape of one step (cell) of the column.")
+      .def_property_readonly("num_steps", &Chunk::num_steps)
+      .def_property_readonly("compression",
+                             [](const Chunk& c) { return CompressionName(c.metadata().compression); })
+      .def_property_readonly("delta_encoded", [](const Chunk& c) { return c.metadata().delta_encoded; })
+      .def_property_readonly("episode_id", &Chunk::episode_id)
+      .def_property_readonly("start_step", [](const Chunk& c) { return c.metadata().start_step; })
+      .def_property_readonly("end_step", [](const Chunk& c) { return c.metadata().end_step; })
+      .def_property_readonly("uncompressed_size", [](const Chunk& c) { return c.metadata().uncompressed_size; })
+      .def_property_readonly("nbytes", &Chunk::data_size, "Size of the stored (maybe compressed) payload.")
+      .def_property_readonly("memory_bytes", &Chunk::memory_bytes)
+      .def_buffer([](Chunk& c) {
+        return py::buffer_info(const_cast<std::byte*>(c.data()), 1, py::format_descriptor<uint8_t>::format(),
+                               1, {static_cast<py::ssize_t>(c.data_size())}, {1}, /*readonly=*/true);
+      })
+      .def("__repr__", [](const Chunk& c) {
+        return "Chunk(key=" + std::to_string(c.key()) + ", dtype='" + c.dtype().str() +
+               "', shape=" + std::string(py::repr(ShapeTuple(c.step_shape()))) +
+               ", num_steps=" + std::to_string(c.num_steps()) + ", compression='" +
+               CompressionName(c.metadata().compression) + "', nbytes=" + std::to_string(c.data_size()) + ")";
+      });
+
+  py::class_<ChunkStore, std::shared_ptr<ChunkStore>>(m, "ChunkStore", R"doc(
+Index of live chunks by key, sharded by key so concurrent writers rarely
+contend. The store does not own chunks: a chunk lives while a Chunk handle or
+an item references it, and disappears from the store when the last one goes.
+)doc")
+      .def(py::init<size_t>(), py::arg("num_shards") = ChunkStore::kDefaultShards)
+      .def(
+          "add",
+          [](ChunkStore& store, py::handle key, py::handle data, const std::string& dtype,
+             const std::vector<int64_t>& shape, int64_t num_steps, const std::string& compression,
+             bool delta_encoded, py::handle episode_id, int64_t start_step, std::optional<int64_t> end_step) {
+            ChunkMetadata metadata;
+            metadata.key = ToKey(key, "key");
+            metadata.dtype = DType::Parse(dtype);
+            metadata.step_shape = shape;
+            metadata.num_steps = num_steps;
+            metadata.compression = ParseCompression(compression);
+            metadata.delta_encoded = delta_encoded;
+            metadata.episode_id = ToKey(episode_id, "episode_id");
+            metadata.start_step = start_step;
+            metadata.uncompressed_size = Chunk::RawSize(metadata);  // also checks num_steps >= 1
+            if (!end_step.has_value() && start_step > std::numeric_limits<int64_t>::max() - num_steps) {
+              throw InvalidArgumentError("start_step is too large");
+            }
+            metadata.end_step = end_step.value_or(start_step + num_steps - 1);
+            BufferView view(data);
+            std::shared_ptr<const Chunk> chunk;
+            {
+              // The copy and the store insert run without the GIL; the view
+              // keeps the exporter from resizing the buffer meanwhile.
+              py::gil_scoped_release release;
+              PayloadBuffer payload(view.size());
+              if (view.size() > 0) std::memcpy(payload.data(), view.data(), view.size());
+              chunk = store.Insert(std::move(metadata), std::move(payload));
+            }
+            return Hold(std::move(chunk));
+          },
+          py::arg("key"), py::arg("data"), py::arg("dtype"), py::arg("shape"), py::arg("num_steps"),
+          py::kw_only(), py::arg("compression") = "none", py::arg("delta_encoded") = false,
+          py::arg("episode_id") = 0, py::arg("start_step") = 0, py::arg("end_step") = py::none(),
+          R"doc(Copies `data` into a new chunk and returns it.
+
+If a live chunk with this key exists and holds the same content, that chunk is
+returned; different content under the same key raises ValueError. Keep the
+returned handle until an item references the chunk.
+
+Example:
+    >>> store = ChunkStore()
+    >>> c = store.add(7, np.zeros((4, 3), np.float32), "<f4", (3,), 4)
+    >>> c.num_steps, c.shape
+    (4, (3,))
+)doc")
+      .def(
+          "get",
+          [](const ChunkStore& store, py::handle key) { return Hold(store.Get(ToKey(key, "key"))); },
+          py::arg("key"), "The live chunk with `key`; KeyError if there is none.")
+      .def(
+          "find",
+          [](const ChunkStore& store, py::handle key) -> std::optional<std::shared_ptr<Chunk>> {
+            auto chunk = store.Find(ToKey(key, "key"));
+            if (!chunk) return std::nullopt;
+            return Hold(std::move(chunk));
+          },
+          py::arg("key"), "The live chunk with `key`, or None.")
+      .def("__contains__", [](const ChunkStore& store, py::handle key) {
+        return store.Find(ToKey(key, "key")) != nullptr;
+      })
+      .def("__len__", &ChunkStore::num_chunks)
+      .def_property_readonly("memory_bytes", &ChunkStore::memory_bytes,
+                             "Memory held by live chunks (payload plus bookkeeping).");
+}
+
+}  // namespace resound::bindings

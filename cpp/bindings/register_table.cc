@@ -1,0 +1,224 @@
+// resound._core.Table and the values it returns (SampledItem, ItemSnapshot,
+// TableInfo). Every method that takes the table lock runs without the GIL.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "conversions.h"
+#include "register.h"
+#include "resound/errors.h"
+#include "resound/selectors/item_selector.h"
+#include "resound/table.h"
+
+namespace resound::bindings {
+namespace {
+
+std::shared_ptr<Chunk> Hold(const std::shared_ptr<const Chunk>& chunk) {
+  return std::const_pointer_cast<Chunk>(chunk);
+}
+
+py::list ChunkList(const Item& item) {
+  py::list chunks;
+  for (const auto& chunk : item.chunks()) chunks.append(Hold(chunk));
+  return chunks;
+}
+
+std::vector<ItemRequest> ToRequests(py::handle items) {
+  if (!py::isinstance<py::sequence>(items)) {
+    throw InvalidArgumentError("items must be a sequence of (key, priority, trajectory)");
+  }
+  const auto sequence = py::reinterpret_borrow<py::sequence>(items);
+  std::vector<ItemRequest> requests;
+  requests.reserve(sequence.size());
+  for (size_t i = 0; i < sequence.size(); ++i) {
+    const std::string where = "items[" + std::to_string(i) + "]";
+    py::object entry = sequence[i];
+    if (!py::isinstance<py::sequence>(entry) || py::len(entry) != 3) {
+      throw InvalidArgumentError(where + " must be a triple (key, priority, trajectory)");
+    }
+    const auto triple = py::reinterpret_borrow<py::sequence>(entry);
+    requests.push_back({ToKey(triple[0], (where + ".key").c_str()), py::cast<double>(triple[1]),
+                        ToTrajectory(triple[2], (where + ".trajectory").c_str())});
+  }
+  return requests;
+}
+
+template <typename Entry>
+void DefineItemView(py::class_<Entry>& cls) {
+  cls.def_property_readonly("key", [](const Entry& e) { return e.item->key(); })
+      .def_readonly("priority", &Entry::priority)
+      .def_readonly("times_sampled", &Entry::times_sampled)
+      .def_readonly("inserted_at", &Entry::inserted_at_ns, "Nanoseconds since the Unix epoch.")
+      .def_property_readonly("trajectory", [](const Entry& e) { return FromTrajectory(e.item->trajectory()); })
+      .def_property_readonly("chunks", [](const Entry& e) { return ChunkList(*e.item); },
+                             "Distinct chunks of the trajectory, in order of first reference.");
+}
+
+SelectorOptions OptionsOf(const std::shared_ptr<ItemSelector>& selector, const char* argument) {
+  if (!selector) throw InvalidArgumentError(std::string(argument) + " must be a selector, got None");
+  return selector->options();
+}
+
+}  // namespace
+
+void RegisterTable(py::module_& m) {
+  py::class_<SampledItem> sampled(m, "SampledItem", "One sample and the item's state when it was chosen.");
+  DefineItemView(sampled);
+  sampled.def_readonly("probability", &SampledItem::probability)
+      .def_readonly("table_size", &SampledItem::table_size)
+      .def_readonly("rate_limited", &SampledItem::rate_limited);
+
+  py::class_<ItemSnapshot> snapshot(m, "ItemSnapshot", "An item as stored in a table.");
+  DefineItemView(snapshot);
+
+  py::class_<TableInfo>(m, "TableInfo", "A consistent snapshot of a table's state and counters.")
+      .def_readonly("name", &TableInfo::name)
+      .def_readonly("sampler", &TableInfo::sampler)
+      .def_readonly("remover", &TableInfo::remover)
+      .def_readonly("max_size", &TableInfo::max_size)
+      .def_readonly("max_times_sampled", &TableInfo::max_times_sampled)
+      .def_property_readonly("signature", [](const TableInfo& i) { return py::bytes(i.signature); })
+      .def_readonly("current_size", &TableInfo::current_size)
+      .def_readonly("num_episodes", &TableInfo::num_episodes)
+      .def_readonly("num_deleted_episodes", &TableInfo::num_deleted_episodes)
+      .def_readonly("num_unique_samples", &TableInfo::num_unique_samples)
+      .def_readonly("num_chunks", &TableInfo::num_chunks)
+      .def_readonly("memory_bytes", &TableInfo::memory_bytes)
+      .def_property_readonly("rate_limiter", [](const TableInfo& i) { return RateLimiterInfoDict(i.rate_limiter); })
+      .def_readonly("closed", &TableInfo::closed);
+
+  py::class_<Table, std::shared_ptr<Table>>(m, "Table", R"doc(
+A bounded set of prioritized items over shared chunks, with a sampler, a
+remover and a rate limiter. Thread-safe; blocking calls release the GIL.
+
+Example:
+    >>> store = ChunkStore()
+    >>> table = Table("t", make_selector("uniform"), make_selector("fifo"), 100,
+    ...               RateLimiter.min_size(1), chunk_store=store)
+    >>> c = store.add(1, np.arange(4, dtype=np.float32), "<f4", (), 4)
+    >>> table.insert(10, 1.0, [([(1, 0, 2)], False)])
+    >>> [s.key for s in table.sample(1)]
+    [10]
+)doc")
+      .def(py::init([](const std::string& name, const std::shared_ptr<ItemSelector>& sampler,
+                       const std::shared_ptr<ItemSelector>& remover, int64_t max_size,
+                       const std::shared_ptr<RateLimiter>& rate_limiter, int32_t max_times_sampled,
+                       const py::bytes& signature, std::shared_ptr<ChunkStore> chunk_store) {
+             if (!rate_limiter) throw InvalidArgumentError("rate_limiter must be a RateLimiter, got None");
+             TableConfig config{name,
+                                OptionsOf(sampler, "sampler"),
+                                OptionsOf(remover, "remover"),
+                                max_size,
+                                max_times_sampled,
+                                rate_limiter->config(),
+                                std::string(signature)};
+             return std::make_shared<Table>(std::move(config), std::move(chunk_store));
+           }),
+           py::arg("name"), py::arg("sampler"), py::arg("remover"), py::arg("max_size"),
+           py::arg("rate_limiter"), py::arg("max_times_sampled") = 0, py::arg("signature") = py::bytes(),
+           py::arg("chunk_store") = py::none(),
+           "The table builds its own selectors from the sampler's and remover's options and its own "
+           "limiter from rate_limiter's configuration; the objects passed in are not shared.")
+      .def_property_readonly("name", &Table::name)
+      .def_property_readonly("max_size", [](const Table& t) { return t.config().max_size; })
+      .def_property_readonly("max_times_sampled", [](const Table& t) { return t.config().max_times_sampled; })
+      .def_property_readonly("signature", [](const Table& t) { return py::bytes(t.config().signature); })
+      .def_property_readonly("sampler_options", [](const Table& t) { return t.config().sampler; })
+      .def_property_readonly("remover_options", [](const Table& t) { return t.config().remover; })
+      .def_property_readonly("chunk_store", &Table::chunk_store)
+      .def(
+          "insert",
+          [](Table& table, py::handle key, double priority, py::handle trajectory, std::optional<double> timeout) {
+            ItemRequest request{ToKey(key, "key"), priority, ToTrajectory(trajectory, "trajectory")};
+            const Deadline deadline = ToDeadline(timeout);
+            py::gil_scoped_release release;
+            table.Insert(std::move(request), deadline);
+          },
+          py::arg("key"), py::arg("priority"), py::arg("trajectory"), py::arg("timeout") = py::none(),
+          R"doc(Inserts an item, or only sets the priority if `key` is present.
+
+trajectory: list of columns (slices, squeeze), slices a list of
+(chunk_key, offset, length). Waits for the rate limiter up to `timeout`
+seconds (None: forever); raises DeadlineExceededError or CancelledError.)doc")
+      .def(
+          "insert_batch",
+          [](Table& table, py::handle items, std::optional<double> timeout) {
+            auto requests = ToRequests(items);
+            const Deadline deadline = ToDeadline(timeout);
+            InsertBatchResult result;
+            {
+              py::gil_scoped_release release;
+              result = table.InsertBatch(std::move(requests), deadline);
+            }
+            if (result.error) RaiseWithProgress(result.error, result.num_applied);
+            return result.num_applied;
+          },
+          py::arg("items"), py::arg("timeout") = py::none(),
+          R"doc(Inserts (key, priority, trajectory) triples in order under one lock.
+
+Every item is validated before any is inserted. If the deadline passes or the
+table closes part-way, the raised error carries `num_inserted`.)doc")
+      .def(
+          "sample",
+          [](Table& table, int64_t num_samples, std::optional<double> timeout) {
+            const Deadline deadline = ToDeadline(timeout);
+            py::gil_scoped_release release;
+            return table.Sample(num_samples, deadline);
+          },
+          py::arg("num_samples") = 1, py::arg("timeout") = py::none(),
+          R"doc(Waits up to `timeout` for one sample, then returns up to `num_samples`
+taken in the same pass while the rate limiter allows.)doc")
+      .def(
+          "mutate_priorities",
+          [](Table& table, std::optional<py::object> updates, std::optional<py::object> deletes) {
+            std::vector<std::pair<uint64_t, double>> update_list;
+            std::vector<uint64_t> delete_list;
+            if (updates && !updates->is_none()) {
+              py::object pairs = py::isinstance<py::dict>(*updates) ? updates->attr("items")() : *updates;
+              for (py::handle entry : pairs) {
+                if (!py::isinstance<py::sequence>(entry) || py::len(entry) != 2) {
+                  throw InvalidArgumentError("updates must be a dict {key: priority} or (key, priority) pairs");
+                }
+                const auto pair = py::reinterpret_borrow<py::sequence>(entry);
+                update_list.emplace_back(ToKey(pair[0], "updates key"), py::cast<double>(pair[1]));
+              }
+            }
+            if (deletes && !deletes->is_none()) {
+              for (py::handle key : *deletes) delete_list.push_back(ToKey(key, "deletes key"));
+            }
+            MutateResult result;
+            {
+              py::gil_scoped_release release;
+              result = table.MutatePriorities(update_list, delete_list);
+            }
+            return py::make_tuple(result.num_updated, result.num_deleted);
+          },
+          py::arg("updates") = py::none(), py::arg("deletes") = py::none(),
+          R"doc(Applies priority updates and deletes all-or-nothing; missing keys are
+ignored. Returns (num_updated, num_deleted).)doc")
+      .def("reset", &Table::Reset, py::call_guard<py::gil_scoped_release>())
+      .def("close", &Table::Close, py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("closed", [](const Table& t) {
+        py::gil_scoped_release release;
+        return t.closed();
+      })
+      .def("can_insert", &Table::CanInsert, py::arg("n") = 1, py::call_guard<py::gil_scoped_release>())
+      .def("can_sample", &Table::CanSample, py::arg("n") = 1, py::call_guard<py::gil_scoped_release>())
+      .def("__len__", &Table::size, py::call_guard<py::gil_scoped_release>())
+      .def("info", &Table::Info, py::call_guard<py::gil_scoped_release>())
+      .def("snapshot", &Table::Snapshot, py::call_guard<py::gil_scoped_release>(),
+           "Every item (key, priority, times_sampled, inserted_at, trajectory, chunks) in insertion order.")
+      .def("__repr__", [](const Table& t) {
+        const auto& c = t.config();
+        return "Table(name='" + c.name + "', sampler=" + c.sampler.ToString() + ", remover=" + c.remover.ToString() +
+               ", max_size=" + std::to_string(c.max_size) + ", max_times_sampled=" +
+               std::to_string(c.max_times_sampled) + ", rate_limiter=" + c.rate_limiter.ToString() + ")";
+      });
+}
+
+}  // namespace resound::bindings

@@ -1,0 +1,74 @@
+// Finds live chunks by key. The store does not own chunks: items, writers and
+// in-flight requests own them through shared pointers, and a chunk leaves the
+// store the moment its last owner lets go. That way one copy of the data serves
+// every table and item that slices it, and nothing needs garbage collection.
+//
+// The index is split into shards, each with its own mutex, so writers adding
+// different chunks rarely contend; a shard lock is only held for a hash-map
+// lookup, never while payload memory is allocated, copied or freed.
+#ifndef RESOUND_CHUNK_STORE_H_
+#define RESOUND_CHUNK_STORE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "resound/chunk.h"
+
+namespace resound {
+
+class ChunkStore {
+ public:
+  static constexpr size_t kDefaultShards = 16;
+
+  explicit ChunkStore(size_t num_shards = kDefaultShards);
+  ChunkStore(const ChunkStore&) = delete;
+  ChunkStore& operator=(const ChunkStore&) = delete;
+
+  // Adds a chunk and returns a shared handle to it. If a live chunk with the
+  // same key exists it is returned instead (a writer may resend a chunk after
+  // a reconnect); a live chunk with the same key but other content is a key
+  // collision and throws InvalidArgumentError. The caller must keep the handle
+  // until an item references the chunk, or the chunk is dropped.
+  std::shared_ptr<const Chunk> Insert(Chunk&& chunk);
+  std::shared_ptr<const Chunk> Insert(ChunkMetadata metadata, PayloadBuffer payload);
+
+  // The live chunk with `key`, or nullptr.
+  std::shared_ptr<const Chunk> Find(uint64_t key) const;
+  // The live chunk with `key`; throws NotFoundError naming the key.
+  std::shared_ptr<const Chunk> Get(uint64_t key) const;
+
+  // Number of live chunks and their memory (payload plus bookkeeping).
+  size_t num_chunks() const noexcept;
+  int64_t memory_bytes() const noexcept;
+
+ private:
+  struct Shard {
+    mutable std::mutex mu;
+    std::unordered_map<uint64_t, std::weak_ptr<const Chunk>> chunks;
+  };
+  // Shared with every chunk's deleter so that a chunk outliving the store
+  // can still unregister itself safely.
+  struct State {
+    explicit State(size_t num_shards) : shards(num_shards) {}
+    Shard& ShardFor(uint64_t key) noexcept;
+    std::vector<Shard> shards;
+    std::atomic<int64_t> memory_bytes{0};
+    std::atomic<int64_t> num_chunks{0};
+  };
+  // Runs when the last owner of a chunk lets go: unregisters the key under the
+  // shard lock, then frees the payload after the lock is released.
+  struct Deleter {
+    std::shared_ptr<State> state;
+    void operator()(Chunk* chunk) const noexcept;
+  };
+
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace resound
+
+#endif  // RESOUND_CHUNK_STORE_H_

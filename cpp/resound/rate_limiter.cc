@@ -1,0 +1,222 @@
+#include "resound/rate_limiter.h"
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "resound/errors.h"
+
+namespace resound {
+namespace {
+
+constexpr double kMaxDouble = std::numeric_limits<double>::max();
+
+[[noreturn]] void Invalid(const std::ostringstream& message) {
+  throw InvalidArgumentError(message.str());
+}
+
+void CheckCount(int64_t n) {
+  if (n < 1) throw InvalidArgumentError("n must be >= 1, got " + std::to_string(n));
+}
+
+}  // namespace
+
+void RateLimiterConfig::Validate() const {
+  std::ostringstream message;
+  if (!std::isfinite(samples_per_insert) || samples_per_insert <= 0) {
+    message << "samples_per_insert must be a finite number > 0, got " << samples_per_insert;
+    Invalid(message);
+  }
+  if (min_size_to_sample < 1) {
+    message << "min_size_to_sample must be >= 1, got " << min_size_to_sample;
+    Invalid(message);
+  }
+  if (std::isnan(min_diff) || std::isnan(max_diff)) {
+    message << "min_diff and max_diff must not be NaN, got " << min_diff << " and " << max_diff;
+    Invalid(message);
+  }
+  if (min_diff > max_diff) {
+    message << "min_diff (" << min_diff << ") must be <= max_diff (" << max_diff << ")";
+    Invalid(message);
+  }
+}
+
+std::string RateLimiterConfig::ToString() const {
+  std::ostringstream out;
+  out << "RateLimiter(samples_per_insert=" << samples_per_insert
+      << ", min_size_to_sample=" << min_size_to_sample << ", min_diff=" << min_diff
+      << ", max_diff=" << max_diff << ")";
+  return out.str();
+}
+
+RateLimiterConfig RateLimiterConfig::MinSize(int64_t min_size_to_sample) {
+  if (min_size_to_sample < 1) {
+    throw InvalidArgumentError("min_size_to_sample must be >= 1, got " + std::to_string(min_size_to_sample));
+  }
+  return {1.0, min_size_to_sample, -kMaxDouble, kMaxDouble};
+}
+
+RateLimiterConfig RateLimiterConfig::SampleToInsertRatio(double samples_per_insert,
+                                                         int64_t min_size_to_sample,
+                                                         double error_buffer) {
+  const double offset = samples_per_insert * static_cast<double>(min_size_to_sample);
+  return SampleToInsertRatio(samples_per_insert, min_size_to_sample,
+                             {offset - error_buffer, offset + error_buffer});
+}
+
+RateLimiterConfig RateLimiterConfig::SampleToInsertRatio(double samples_per_insert,
+                                                         int64_t min_size_to_sample,
+                                                         std::pair<double, double> error_buffer) {
+  const auto [min_diff, max_diff] = error_buffer;
+  std::ostringstream message;
+  // Same checks, in the same order, as Reverb's SampleToInsertRatio.
+  if (!std::isfinite(samples_per_insert) || samples_per_insert <= 0) {
+    message << "samples_per_insert must be a finite number > 0, got " << samples_per_insert;
+    Invalid(message);
+  }
+  if (std::isnan(min_diff) || std::isnan(max_diff)) {
+    message << "error_buffer must not contain NaN, got (" << min_diff << ", " << max_diff << ")";
+    Invalid(message);
+  }
+  const double required = 2 * std::max(1.0, samples_per_insert);
+  if (max_diff - min_diff < required) {
+    message << "error_buffer must allow a range of at least 2 * max(1, samples_per_insert) = "
+            << required << " (so that both inserts and samples can make progress); got range ["
+            << min_diff << ", " << max_diff << "]";
+    Invalid(message);
+  }
+  const double offset = samples_per_insert * static_cast<double>(min_size_to_sample);
+  if (min_diff > offset) {
+    message << "error_buffer lower bound (min_diff " << min_diff
+            << ") must be <= samples_per_insert * min_size_to_sample = " << offset
+            << ", otherwise sampling can never start";
+    Invalid(message);
+  }
+  if (min_size_to_sample < 1) {
+    message << "min_size_to_sample must be >= 1, got " << min_size_to_sample;
+    Invalid(message);
+  }
+  return {samples_per_insert, min_size_to_sample, min_diff, max_diff};
+}
+
+RateLimiterConfig RateLimiterConfig::Queue(int64_t size) {
+  if (size < 1) throw InvalidArgumentError("size must be >= 1, got " + std::to_string(size));
+  return {1.0, 1, 0.0, static_cast<double>(size)};
+}
+
+RateLimiterConfig RateLimiterConfig::Stack(int64_t size) { return Queue(size); }
+
+RateLimiter::RateLimiter(RateLimiterConfig config) : config_(config) { config_.Validate(); }
+
+bool RateLimiter::CanInsertOne() const noexcept {
+  if (counters_.inserts + 1 - counters_.deletes <= config_.min_size_to_sample) return true;
+  const double cursor = static_cast<double>(counters_.inserts + 1) * config_.samples_per_insert -
+                        static_cast<double>(counters_.samples);
+  return cursor <= config_.max_diff;
+}
+
+bool RateLimiter::CanSampleOne() const noexcept {
+  if (counters_.inserts - counters_.deletes < config_.min_size_to_sample) return false;
+  const double cursor = static_cast<double>(counters_.inserts) * config_.samples_per_insert -
+                        static_cast<double>(counters_.samples);
+  return cursor - 1 >= config_.min_diff;
+}
+
+bool RateLimiter::CanInsert(int64_t n) const {
+  CheckCount(n);
+  if (counters_.inserts + n - counters_.deletes <= config_.min_size_to_sample) return true;
+  return static_cast<double>(counters_.inserts + n) * config_.samples_per_insert -
+             static_cast<double>(counters_.samples) <=
+         config_.max_diff;
+}
+
+bool RateLimiter::CanSample(int64_t n) const {
+  CheckCount(n);
+  if (counters_.inserts - counters_.deletes < config_.min_size_to_sample) return false;
+  return static_cast<double>(counters_.inserts) * config_.samples_per_insert -
+             static_cast<double>(counters_.samples) - static_cast<double>(n) >=
+         config_.min_diff;
+}
+
+void RateLimiter::NotifyWaiters() noexcept {
+  // Checking the predicate first keeps the common case (nobody blocked, or
+  // still blocked) free of futex calls.
+  if (waiting_inserts_ > 0 && (cancelled_ || CanInsertOne())) insert_cv_.notify_all();
+  if (waiting_samples_ > 0 && (cancelled_ || CanSampleOne())) sample_cv_.notify_all();
+}
+
+void RateLimiter::RecordInsert() noexcept {
+  ++counters_.inserts;
+  NotifyWaiters();
+}
+
+void RateLimiter::RecordSample() noexcept {
+  ++counters_.samples;
+  NotifyWaiters();
+}
+
+void RateLimiter::RecordDelete() noexcept {
+  ++counters_.deletes;
+  NotifyWaiters();
+}
+
+void RateLimiter::ResetCounters() noexcept {
+  counters_ = {};
+  NotifyWaiters();
+}
+
+void RateLimiter::SetCounters(const RateLimiterCounters& counters) noexcept {
+  counters_ = counters;
+  NotifyWaiters();
+}
+
+void RateLimiter::Cancel() noexcept {
+  cancelled_ = true;
+  insert_cv_.notify_all();
+  sample_cv_.notify_all();
+}
+
+template <typename Ready>
+bool RateLimiter::Await(std::unique_lock<std::mutex>& lock, const Deadline& deadline,
+                        std::condition_variable& cv, int64_t& waiting, int64_t& blocked,
+                        const char* what, Ready ready) {
+  if (cancelled_) throw CancelledError("the table is closed");
+  if (ready()) return false;
+  if (deadline.has_passed()) {
+    throw DeadlineExceededError(std::string("rate limiter: timeout exceeded before the right to ") +
+                                what + " was acquired");
+  }
+  ++waiting;
+  ++blocked;
+  const auto done = [&] { return cancelled_ || ready(); };
+  bool ok;
+  if (deadline.is_infinite()) {
+    cv.wait(lock, done);
+    ok = true;
+  } else {
+    ok = cv.wait_until(lock, deadline.time_point(), done);
+  }
+  --waiting;
+  if (cancelled_) throw CancelledError("the table was closed while waiting to " + std::string(what));
+  if (!ok) {
+    throw DeadlineExceededError(std::string("rate limiter: timeout exceeded before the right to ") +
+                                what + " was acquired");
+  }
+  return true;
+}
+
+bool RateLimiter::AwaitCanInsert(std::unique_lock<std::mutex>& lock, const Deadline& deadline) {
+  return Await(lock, deadline, insert_cv_, waiting_inserts_, blocked_inserts_, "insert",
+               [this] { return CanInsertOne(); });
+}
+
+bool RateLimiter::AwaitCanSample(std::unique_lock<std::mutex>& lock, const Deadline& deadline) {
+  return Await(lock, deadline, sample_cv_, waiting_samples_, blocked_samples_, "sample",
+               [this] { return CanSampleOne(); });
+}
+
+RateLimiterInfo RateLimiter::Info() const noexcept {
+  return {config_, counters_, waiting_inserts_, waiting_samples_, blocked_inserts_, blocked_samples_};
+}
+
+}  // namespace resound

@@ -1,0 +1,125 @@
+// Decides when a table may accept an insert or serve a sample, following
+// Reverb's arithmetic exactly:
+//
+//   can_insert(n): inserts + n - deletes <= min_size_to_sample          (still filling)
+//                  or (inserts + n) * samples_per_insert - samples <= max_diff
+//   can_sample(n): inserts - deletes >= min_size_to_sample
+//                  and inserts * samples_per_insert - samples - n >= min_diff
+//
+// `inserts` counts new items (not priority updates of existing keys),
+// `samples` every sample served, `deletes` every removal for any reason.
+//
+// The limiter is guarded by its table's mutex: callers pass the table's held
+// lock to the blocking calls, which wait on the limiter's own condition
+// variables (one for inserters, one for samplers) so that a state change only
+// wakes the side it can unblock. A wait never holds any other table's lock.
+#ifndef RESOUND_RATE_LIMITER_H_
+#define RESOUND_RATE_LIMITER_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "resound/deadline.h"
+
+namespace resound {
+
+struct RateLimiterConfig {
+  double samples_per_insert = 1.0;
+  int64_t min_size_to_sample = 1;
+  double min_diff = 0.0;
+  double max_diff = 0.0;
+
+  // Throws InvalidArgumentError naming the first bad argument.
+  void Validate() const;
+  std::string ToString() const;
+
+  // Reverb's constructions, each validated the way Reverb validates it.
+  static RateLimiterConfig MinSize(int64_t min_size_to_sample);
+  // error_buffer as one number: the allowed range is centred on
+  // samples_per_insert * min_size_to_sample.
+  static RateLimiterConfig SampleToInsertRatio(double samples_per_insert, int64_t min_size_to_sample,
+                                               double error_buffer);
+  // error_buffer as an explicit (min_diff, max_diff) pair.
+  static RateLimiterConfig SampleToInsertRatio(double samples_per_insert, int64_t min_size_to_sample,
+                                               std::pair<double, double> error_buffer);
+  static RateLimiterConfig Queue(int64_t size);
+  static RateLimiterConfig Stack(int64_t size);
+};
+
+struct RateLimiterCounters {
+  int64_t inserts = 0;
+  int64_t samples = 0;
+  int64_t deletes = 0;
+};
+
+// A snapshot for TableInfo.
+struct RateLimiterInfo {
+  RateLimiterConfig config;
+  RateLimiterCounters counters;
+  int64_t waiting_inserts = 0;  // calls blocked right now
+  int64_t waiting_samples = 0;
+  int64_t blocked_inserts = 0;  // calls that ever had to wait, since creation
+  int64_t blocked_samples = 0;
+};
+
+class RateLimiter {
+ public:
+  explicit RateLimiter(RateLimiterConfig config);  // validates
+  RateLimiter(const RateLimiter&) = delete;
+  RateLimiter& operator=(const RateLimiter&) = delete;
+
+  const RateLimiterConfig& config() const noexcept { return config_; }
+  const RateLimiterCounters& counters() const noexcept { return counters_; }
+
+  // Pure predicates; n must be >= 1 (InvalidArgumentError naming `n`).
+  bool CanInsert(int64_t n) const;
+  bool CanSample(int64_t n) const;
+
+  // Counter updates. Each wakes the waiters that the change may unblock.
+  void RecordInsert() noexcept;
+  void RecordSample() noexcept;
+  void RecordDelete() noexcept;
+  // Zeroes the counters (table reset) and wakes every waiter to re-check.
+  void ResetCounters() noexcept;
+  // Restores counters saved earlier (checkpoint restore).
+  void SetCounters(const RateLimiterCounters& counters) noexcept;
+
+  // Blocks (releasing `lock`, which must hold the table mutex) until one
+  // insert is allowed. Returns true if it had to wait. Throws
+  // DeadlineExceededError when `deadline` passes first and CancelledError
+  // once Cancel() has been called.
+  bool AwaitCanInsert(std::unique_lock<std::mutex>& lock, const Deadline& deadline);
+  // The same for one sample.
+  bool AwaitCanSample(std::unique_lock<std::mutex>& lock, const Deadline& deadline);
+
+  // Fails every current and future wait with CancelledError.
+  void Cancel() noexcept;
+  bool cancelled() const noexcept { return cancelled_; }
+
+  RateLimiterInfo Info() const noexcept;
+
+ private:
+  bool CanInsertOne() const noexcept;
+  bool CanSampleOne() const noexcept;
+  void NotifyWaiters() noexcept;
+  template <typename Ready>
+  bool Await(std::unique_lock<std::mutex>& lock, const Deadline& deadline, std::condition_variable& cv,
+             int64_t& waiting, int64_t& blocked, const char* what, Ready ready);
+
+  const RateLimiterConfig config_;
+  RateLimiterCounters counters_;
+  bool cancelled_ = false;
+  std::condition_variable insert_cv_;
+  std::condition_variable sample_cv_;
+  int64_t waiting_inserts_ = 0;
+  int64_t waiting_samples_ = 0;
+  int64_t blocked_inserts_ = 0;
+  int64_t blocked_samples_ = 0;
+};
+
+}  // namespace resound
+
+#endif  // RESOUND_RATE_LIMITER_H_

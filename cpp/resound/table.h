@@ -1,0 +1,125 @@
+// A table: a bounded set of prioritized items, a sampler and a remover
+// selector, and a rate limiter.
+//
+// Concurrency. One mutex guards the selection state (item index, both
+// selectors, limiter counters, episode and chunk reference counts). Everything
+// else happens outside it: items are resolved, validated and allocated before
+// the lock is taken; chunk registration goes through the sharded ChunkStore;
+// items that leave the table (evicted, sampled out, deleted, reset) are
+// released after the lock is dropped, so payload memory is never freed inside
+// the critical section. Blocking waits release the mutex (see RateLimiter).
+#ifndef RESOUND_TABLE_H_
+#define RESOUND_TABLE_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "resound/chunk_store.h"
+#include "resound/deadline.h"
+#include "resound/item.h"
+#include "resound/rate_limiter.h"
+#include "resound/selectors/item_selector.h"
+#include "resound/table_types.h"
+
+namespace resound {
+
+class Table {
+ public:
+  // Validates `config` (InvalidArgumentError). Items resolve their chunk keys
+  // through `store`, which several tables may share.
+  Table(TableConfig config, std::shared_ptr<ChunkStore> store);
+  ~Table();
+  Table(const Table&) = delete;
+  Table& operator=(const Table&) = delete;
+
+  const std::string& name() const noexcept { return config_.name; }
+  const TableConfig& config() const noexcept { return config_; }
+  const std::shared_ptr<ChunkStore>& chunk_store() const noexcept { return store_; }
+
+  // Inserts a new item, or, when the key is present, sets that item's priority
+  // (and nothing else). Waits until the rate limiter allows an insert (also for
+  // an existing key). After a new item goes in, the remover evicts one item if
+  // the table is over max_size; that may be the new item itself.
+  // Throws InvalidArgumentError / NotFoundError for a bad request (nothing
+  // changes), DeadlineExceededError, CancelledError.
+  void Insert(ItemRequest request, const Deadline& deadline);
+
+  // Validates every request first (any bad request rejects the whole batch
+  // with nothing inserted), then applies them in order under one lock. Stops
+  // at the first deadline or close; the result says how many went in.
+  InsertBatchResult InsertBatch(std::vector<ItemRequest> requests, const Deadline& deadline);
+
+  // Waits (up to `deadline`) until the rate limiter allows one sample, then
+  // takes up to `max_samples` in the same locked pass while the limiter keeps
+  // allowing them. Throws DeadlineExceededError if none could be taken,
+  // CancelledError if the table is closed, InvalidArgumentError if
+  // max_samples < 1.
+  std::vector<SampledItem> Sample(int64_t max_samples, const Deadline& deadline);
+
+  // Validates every priority, then applies all updates and deletes at once
+  // under the lock: a bad priority rejects the whole call and changes
+  // nothing. Missing keys are ignored. A key both updated and deleted ends
+  // up deleted.
+  MutateResult MutatePriorities(const std::vector<std::pair<uint64_t, double>>& updates,
+                                const std::vector<uint64_t>& deletes);
+
+  // Removes every item and zeroes the limiter counters and statistics.
+  // Callers blocked in Insert or Sample keep waiting and are re-evaluated
+  // against the empty table, exactly as if they had arrived after the reset.
+  void Reset();
+
+  // Wakes every blocked caller with CancelledError; later inserts and samples
+  // fail the same way. Stored items stay readable (Info, Snapshot). Idempotent.
+  void Close() noexcept;
+  bool closed() const;
+
+  bool CanInsert(int64_t n) const;
+  bool CanSample(int64_t n) const;
+  int64_t size() const;
+  TableInfo Info() const;
+  // References to every item in insertion order, taken under the lock; the
+  // copying of the list happens after it is released.
+  std::vector<ItemSnapshot> Snapshot() const;
+
+ private:
+  struct Entry {
+    std::shared_ptr<const Item> item;
+    double priority = 0.0;
+    int32_t times_sampled = 0;
+    int64_t inserted_at_ns = 0;
+    uint64_t sequence = 0;  // insertion order
+  };
+  using Released = std::vector<std::shared_ptr<const Item>>;
+
+  void ValidatePriority(double priority) const;
+  std::shared_ptr<const Item> Build(ItemRequest& request) const;
+  // The following require mu_ to be held.
+  void InsertLocked(std::shared_ptr<const Item> item, double priority, Released& released);
+  void DeleteLocked(uint64_t key, Released& released);
+  void AddReferences(const Item& item);
+  void RemoveReferences(const Item& item);
+
+  const TableConfig config_;
+  const std::shared_ptr<ChunkStore> store_;
+
+  mutable std::mutex mu_;
+  std::unordered_map<uint64_t, Entry> items_;
+  std::unique_ptr<ItemSelector> sampler_;
+  std::unique_ptr<ItemSelector> remover_;
+  RateLimiter limiter_;
+  std::unordered_map<uint64_t, int64_t> episode_refs_;  // episode id -> referencing items' chunks
+  std::unordered_map<uint64_t, int64_t> chunk_refs_;    // chunk key -> referencing items
+  int64_t chunk_memory_bytes_ = 0;
+  int64_t num_deleted_episodes_ = 0;
+  int64_t num_unique_samples_ = 0;
+  uint64_t next_sequence_ = 0;
+  bool closed_ = false;
+};
+
+}  // namespace resound
+
+#endif  // RESOUND_TABLE_H_

@@ -1,0 +1,90 @@
+// Plain values that go in and out of a Table: its configuration, insert
+// requests, sampled items, snapshots and info.
+#ifndef RESOUND_TABLE_TYPES_H_
+#define RESOUND_TABLE_TYPES_H_
+
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <string>
+
+#include "resound/item.h"
+#include "resound/rate_limiter.h"
+#include "resound/selectors/selector_options.h"
+#include "resound/trajectory.h"
+
+namespace resound {
+
+struct TableConfig {
+  std::string name;
+  SelectorOptions sampler;
+  SelectorOptions remover;
+  int64_t max_size = 1;
+  // Items are deleted once sampled this many times; < 1 means never.
+  int32_t max_times_sampled = 0;
+  RateLimiterConfig rate_limiter;
+  // Opaque to the core: the Python layer stores the encoded table signature.
+  std::string signature;
+
+  // Throws InvalidArgumentError naming the first bad field.
+  void Validate() const;
+};
+
+struct ItemRequest {
+  uint64_t key = 0;
+  double priority = 0.0;
+  Trajectory trajectory;
+};
+
+// One sample: the item (which keeps its chunks alive even if the table
+// deletes it meanwhile) and its state at the moment it was chosen.
+struct SampledItem {
+  std::shared_ptr<const Item> item;
+  double priority = 0.0;
+  int32_t times_sampled = 0;  // including this sample
+  double probability = 0.0;
+  int64_t table_size = 0;     // before any deletion this sample caused
+  int64_t inserted_at_ns = 0; // system clock, nanoseconds since the Unix epoch
+  bool rate_limited = false;  // the call had to wait for the rate limiter
+};
+
+// An item as stored, for checkpoints and inspection.
+struct ItemSnapshot {
+  std::shared_ptr<const Item> item;
+  double priority = 0.0;
+  int32_t times_sampled = 0;
+  int64_t inserted_at_ns = 0;
+};
+
+// Outcome of a batch insert: how many requests were applied, in order, and
+// the error that stopped the rest (null when all were applied).
+struct InsertBatchResult {
+  size_t num_applied = 0;
+  std::exception_ptr error;
+};
+
+struct MutateResult {
+  int64_t num_updated = 0;  // keys that were present and got a new priority
+  int64_t num_deleted = 0;  // keys that were present and were removed
+};
+
+struct TableInfo {
+  std::string name;
+  SelectorOptions sampler;
+  SelectorOptions remover;
+  int64_t max_size = 0;
+  int32_t max_times_sampled = 0;
+  std::string signature;
+  int64_t current_size = 0;
+  int64_t num_episodes = 0;
+  int64_t num_deleted_episodes = 0;
+  int64_t num_unique_samples = 0;
+  int64_t num_chunks = 0;      // distinct chunks referenced by the items
+  int64_t memory_bytes = 0;    // memory of those chunks
+  RateLimiterInfo rate_limiter;
+  bool closed = false;
+};
+
+}  // namespace resound
+
+#endif  // RESOUND_TABLE_TYPES_H_
