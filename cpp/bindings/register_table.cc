@@ -1,5 +1,6 @@
 // resound._core.Table and the values it returns (SampledItem, ItemSnapshot,
 // TableInfo). Every method that takes the table lock runs without the GIL.
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -59,6 +60,28 @@ void DefineItemView(py::class_<Entry>& cls) {
                              "Distinct chunks of the trajectory, in order of first reference.");
 }
 
+// The result of Table.sample: a sequence of SampledItem that also exposes
+// each info field as a numpy array, so batch consumers never build one
+// Python object per sample.
+struct SampleBatch {
+  std::vector<SampledItem> samples;
+};
+
+template <typename T, typename Field>
+py::array_t<T> Column(const SampleBatch& batch, Field field) {
+  py::array_t<T> out(static_cast<py::ssize_t>(batch.samples.size()));
+  T* data = out.mutable_data();
+  for (size_t i = 0; i < batch.samples.size(); ++i) data[i] = static_cast<T>(field(batch.samples[i]));
+  return out;
+}
+
+const SampledItem& At(const SampleBatch& batch, py::ssize_t index) {
+  const auto size = static_cast<py::ssize_t>(batch.samples.size());
+  if (index < 0) index += size;
+  if (index < 0 || index >= size) throw py::index_error("sample index out of range");
+  return batch.samples[static_cast<size_t>(index)];
+}
+
 SelectorOptions OptionsOf(const std::shared_ptr<ItemSelector>& selector, const char* argument) {
   if (!selector) throw InvalidArgumentError(std::string(argument) + " must be a selector, got None");
   return selector->options();
@@ -72,6 +95,36 @@ void RegisterTable(py::module_& m) {
   sampled.def_readonly("probability", &SampledItem::probability)
       .def_readonly("table_size", &SampledItem::table_size)
       .def_readonly("rate_limited", &SampledItem::rate_limited);
+
+  py::class_<SampleBatch, std::shared_ptr<SampleBatch>>(m, "SampleBatch", R"doc(
+Samples returned by Table.sample: a sequence of SampledItem (len, indexing,
+iteration) whose info fields are also available as numpy arrays.
+)doc")
+      .def("__len__", [](const SampleBatch& b) { return b.samples.size(); })
+      .def("__getitem__", [](const SampleBatch& b, py::ssize_t i) { return At(b, i); }, py::arg("index"))
+      .def("__iter__", [](const SampleBatch& b) { return py::make_iterator(b.samples.begin(), b.samples.end()); },
+           py::keep_alive<0, 1>())
+      .def_property_readonly("keys", [](const SampleBatch& b) {
+        return Column<uint64_t>(b, [](const SampledItem& s) { return s.item->key(); });
+      })
+      .def_property_readonly("priorities", [](const SampleBatch& b) {
+        return Column<double>(b, [](const SampledItem& s) { return s.priority; });
+      })
+      .def_property_readonly("probabilities", [](const SampleBatch& b) {
+        return Column<double>(b, [](const SampledItem& s) { return s.probability; });
+      })
+      .def_property_readonly("times_sampled", [](const SampleBatch& b) {
+        return Column<int32_t>(b, [](const SampledItem& s) { return s.times_sampled; });
+      })
+      .def_property_readonly("table_sizes", [](const SampleBatch& b) {
+        return Column<int64_t>(b, [](const SampledItem& s) { return s.table_size; });
+      })
+      .def_property_readonly("inserted_at", [](const SampleBatch& b) {
+        return Column<int64_t>(b, [](const SampledItem& s) { return s.inserted_at_ns; });
+      })
+      .def_property_readonly("rate_limited", [](const SampleBatch& b) {
+        return Column<bool>(b, [](const SampledItem& s) { return s.rate_limited; });
+      });
 
   py::class_<ItemSnapshot> snapshot(m, "ItemSnapshot", "An item as stored in a table.");
   DefineItemView(snapshot);
@@ -167,8 +220,10 @@ table closes part-way, the raised error carries `num_inserted`.)doc")
           "sample",
           [](Table& table, int64_t num_samples, std::optional<double> timeout) {
             const Deadline deadline = ToDeadline(timeout);
+            auto batch = std::make_shared<SampleBatch>();
             py::gil_scoped_release release;
-            return table.Sample(num_samples, deadline);
+            batch->samples = table.Sample(num_samples, deadline);
+            return batch;
           },
           py::arg("num_samples") = 1, py::arg("timeout") = py::none(),
           R"doc(Waits up to `timeout` for one sample, then returns up to `num_samples`

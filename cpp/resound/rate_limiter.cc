@@ -155,6 +155,11 @@ void RateLimiter::RecordSample() noexcept {
   NotifyWaiters();
 }
 
+void RateLimiter::RecordSamples(int64_t n) noexcept {
+  counters_.samples += n;
+  NotifyWaiters();
+}
+
 void RateLimiter::RecordDelete() noexcept {
   ++counters_.deletes;
   NotifyWaiters();

@@ -81,6 +81,7 @@ class RateLimiter {
   // Counter updates. Each wakes the waiters that the change may unblock.
   void RecordInsert() noexcept;
   void RecordSample() noexcept;
+  void RecordSamples(int64_t n) noexcept;
   void RecordDelete() noexcept;
   // Zeroes the counters (table reset) and wakes every waiter to re-check.
   void ResetCounters() noexcept;

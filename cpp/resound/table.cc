@@ -147,19 +147,46 @@ std::vector<SampledItem> Table::Sample(int64_t max_samples, const Deadline& dead
   Released released;
   std::unique_lock<std::mutex> lock(mu_);
   const bool waited = limiter_.AwaitCanSample(lock, deadline);
-  samples.reserve(static_cast<size_t>(std::min<int64_t>(max_samples, static_cast<int64_t>(items_.size()))));
-  do {
-    const Selection selection = sampler_->Sample();
+  if (config_.max_times_sampled > 0) {
+    // Samples may delete items, so each one must see the previous one's
+    // effects: take them one at a time.
+    do {
+      const Selection selection = sampler_->Sample();
+      Entry& entry = items_.find(selection.key)->second;
+      if (entry.times_sampled == 0) ++num_unique_samples_;
+      ++entry.times_sampled;
+      samples.push_back({entry.item, entry.priority, entry.times_sampled, selection.probability,
+                         static_cast<int64_t>(items_.size()), entry.inserted_at_ns, waited});
+      limiter_.RecordSample();
+      if (entry.times_sampled >= config_.max_times_sampled) DeleteLocked(selection.key, released);
+    } while (static_cast<int64_t>(samples.size()) < max_samples && limiter_.CanSample(1));
+    return samples;
+  }
+  // Nothing is deleted, so the limiter's answer for the whole batch is known
+  // up front (CanSample(k) equals committing k samples one by one), and the
+  // batch can be taken in passes that keep many cache misses in flight: the
+  // first pass only reads (selector, item index), the second prefetches the
+  // items, the third takes the references (atomic increments, which would
+  // otherwise serialise the misses).
+  int64_t count = 1;
+  while (count < max_samples && limiter_.CanSample(count + 1)) ++count;
+  samples.resize(static_cast<size_t>(count));
+  std::vector<const Entry*> entries(static_cast<size_t>(count));
+  std::vector<Selection> selections(static_cast<size_t>(count));
+  sampler_->SampleMany(selections.size(), selections.data());
+  const auto table_size = static_cast<int64_t>(items_.size());
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const Selection& selection = selections[i];
     Entry& entry = items_.find(selection.key)->second;
     if (entry.times_sampled == 0) ++num_unique_samples_;
     ++entry.times_sampled;
-    samples.push_back({entry.item, entry.priority, entry.times_sampled, selection.probability,
-                       static_cast<int64_t>(items_.size()), entry.inserted_at_ns, waited});
-    limiter_.RecordSample();
-    if (config_.max_times_sampled > 0 && entry.times_sampled >= config_.max_times_sampled) {
-      DeleteLocked(selection.key, released);
-    }
-  } while (static_cast<int64_t>(samples.size()) < max_samples && limiter_.CanSample(1));
+    entries[i] = &entry;
+    samples[i] = {nullptr, entry.priority, entry.times_sampled, selection.probability, table_size,
+                  entry.inserted_at_ns, waited};
+  }
+  for (const Entry* entry : entries) __builtin_prefetch(entry->item.get());
+  for (size_t i = 0; i < samples.size(); ++i) samples[i].item = entries[i]->item;
+  limiter_.RecordSamples(count);
   return samples;
 }
 

@@ -33,6 +33,9 @@ class ItemSelector {
   virtual void Delete(uint64_t key) = 0;
   // Chooses a key; throws FailedPreconditionError when empty.
   virtual Selection Sample() = 0;
+  // `count` independent choices from the current state (the same as calling
+  // Sample() `count` times); selectors override it when batching is faster.
+  virtual void SampleMany(size_t count, Selection* out);
   virtual void Clear() noexcept = 0;
   virtual size_t size() const noexcept = 0;
   virtual bool Contains(uint64_t key) const noexcept = 0;

@@ -82,6 +82,21 @@ Selection PrioritizedSelector::Sample() {
   return {keys_[index], tree_.Get(index) / total};
 }
 
+void PrioritizedSelector::SampleMany(size_t count, Selection* out) {
+  const double total = tree_.Total();
+  if (keys_.empty() || !(total > 0)) {
+    ItemSelector::SampleMany(count, out);  // empty (throws) or uniform fallback
+    return;
+  }
+  targets_.resize(count);
+  leaves_.resize(count);
+  std::uniform_real_distribution<double> draw(0.0, total);
+  for (double& target : targets_) target = draw(rng_);
+  tree_.FindMany(targets_.data(), count, leaves_.data());
+  for (const size_t leaf : leaves_) __builtin_prefetch(&keys_[leaf]);
+  for (size_t i = 0; i < count; ++i) out[i] = {keys_[leaves_[i]], tree_.Get(leaves_[i]) / total};
+}
+
 double PrioritizedSelector::Probability(uint64_t key) const {
   const size_t index = IndexOf(key);
   const double total = tree_.Total();

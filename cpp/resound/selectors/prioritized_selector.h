@@ -28,6 +28,7 @@ class PrioritizedSelector final : public ItemSelector {
   void Update(uint64_t key, double priority) override;
   void Delete(uint64_t key) override;
   Selection Sample() override;
+  void SampleMany(size_t count, Selection* out) override;
   void Clear() noexcept override;
   size_t size() const noexcept override { return keys_.size(); }
   bool Contains(uint64_t key) const noexcept override { return index_.count(key) != 0; }
@@ -46,6 +47,9 @@ class PrioritizedSelector final : public ItemSelector {
   std::vector<uint64_t> keys_;  // leaf index -> key
   std::unordered_map<uint64_t, size_t> index_;
   SumTree tree_;
+  // Scratch space for SampleMany, kept to avoid an allocation per batch.
+  std::vector<double> targets_;
+  std::vector<size_t> leaves_;
 };
 
 }  // namespace resound

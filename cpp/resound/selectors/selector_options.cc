@@ -20,6 +20,10 @@ void ItemSelector::ValidatePriority(double priority) const {
   }
 }
 
+void ItemSelector::SampleMany(size_t count, Selection* out) {
+  for (size_t i = 0; i < count; ++i) out[i] = Sample();
+}
+
 std::string SelectorOptions::kind_name() const {
   switch (kind) {
     case SelectorKind::kUniform:

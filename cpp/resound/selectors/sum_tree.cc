@@ -1,33 +1,66 @@
 #include "resound/selectors/sum_tree.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "resound/errors.h"
 
 namespace resound {
 
-void SumTree::Grow(size_t min_capacity) {
-  size_t capacity = capacity_;
-  while (capacity < min_capacity) capacity *= 2;
-  if (capacity == capacity_) return;
-  std::vector<double> nodes(2 * capacity, 0.0);
-  for (size_t i = 0; i < size_; ++i) nodes[capacity + i] = nodes_[capacity_ + i];
-  for (size_t node = capacity - 1; node >= 1; --node) nodes[node] = nodes[2 * node] + nodes[2 * node + 1];
-  nodes_ = std::move(nodes);
-  capacity_ = capacity;
+SumTree::SumTree() { Build(1, {}); }
+
+void SumTree::Build(size_t levels, const std::vector<double>& leaves) {
+  level_offset_.assign(levels, 0);
+  level_size_.assign(levels, 1);
+  size_t offset = 0;
+  for (size_t level = 0; level < levels; ++level) {
+    level_size_[level] = level == 0 ? 1 : level_size_[level - 1] * kFanout;
+    level_offset_[level] = offset;
+    offset += level_size_[level];
+  }
+  nodes_.assign(offset, 0.0);
+  double* leaf_level = Level(levels - 1);
+  for (size_t i = 0; i < leaves.size(); ++i) leaf_level[i] = leaves[i];
+  for (size_t level = levels - 1; level > 0; --level) {
+    const double* children = Level(level);
+    double* parents = Level(level - 1);
+    for (size_t p = 0; p < level_size_[level - 1]; ++p) {
+      double sum = 0;
+      for (size_t c = 0; c < kFanout; ++c) sum += children[p * kFanout + c];
+      parents[p] = sum;
+    }
+  }
 }
 
 void SumTree::Resize(size_t size) {
-  if (size > capacity_) Grow(size);
+  if (size > capacity()) {
+    std::vector<double> leaves(Level(level_size_.size() - 1), Level(level_size_.size() - 1) + size_);
+    size_t levels = level_size_.size();
+    size_t room = capacity();
+    while (room < size) {
+      room *= kFanout;
+      ++levels;
+    }
+    Build(levels, leaves);
+  }
   for (size_t i = size; i < size_; ++i) SetLeaf(i, 0.0);
   size_ = size;
 }
 
 void SumTree::SetLeaf(size_t index, double weight) noexcept {
-  size_t node = capacity_ + index;
-  nodes_[node] = weight;
-  for (node /= 2; node >= 1; node /= 2) nodes_[node] = nodes_[2 * node] + nodes_[2 * node + 1];
+  size_t level = level_size_.size() - 1;
+  Level(level)[index] = weight;
+  while (level > 0) {
+    const size_t parent = index / kFanout;
+    const double* children = Level(level) + parent * kFanout;
+    double sum = 0;
+    for (size_t c = 0; c < kFanout; ++c) sum += children[c];
+    --level;
+    Level(level)[parent] = sum;
+    index = parent;
+  }
 }
 
 void SumTree::Set(size_t index, double weight) {
@@ -46,32 +79,60 @@ double SumTree::Get(size_t index) const {
     throw InvalidArgumentError("index " + std::to_string(index) + " is outside the tree of size " +
                                std::to_string(size_));
   }
-  return nodes_[capacity_ + index];
+  return Level(level_size_.size() - 1)[index];
+}
+
+size_t SumTree::Step(size_t level, size_t node, double& target) const noexcept {
+  const double* children = Level(level) + node * kFanout;
+  // Take the first child whose range holds the target; never a child of
+  // weight 0. A parent with a positive sum always has a positive child, so a
+  // target at or past the total (or pushed there by rounding) takes the last
+  // positive child, and the target becomes infinite so that every level below
+  // also takes its last positive child.
+  size_t last_positive = 0;
+  for (size_t c = 0; c < kFanout; ++c) {
+    const double sum = children[c];
+    if (sum <= 0) continue;
+    if (target < sum) return node * kFanout + c;
+    last_positive = c;
+    target -= sum;
+  }
+  target = std::numeric_limits<double>::infinity();
+  return node * kFanout + last_positive;
 }
 
 size_t SumTree::Find(double target) const {
   if (!(Total() > 0)) throw FailedPreconditionError("cannot search a sum tree whose total is 0");
-  size_t node = 1;
-  while (node < capacity_) {
-    const size_t left = 2 * node;
-    const double left_sum = nodes_[left];
-    const double right_sum = nodes_[left + 1];
-    // Never step into a subtree of weight 0: with a positive parent at least
-    // one child is positive, so the walk always ends on a leaf with weight.
-    if (right_sum <= 0 || (target < left_sum && left_sum > 0)) {
-      node = left;
-    } else {
-      target -= left_sum;
-      node = left + 1;
+  size_t node = 0;
+  for (size_t level = 1; level < level_size_.size(); ++level) node = Step(level, node, target);
+  return node;
+}
+
+void SumTree::FindMany(const double* targets, size_t count, size_t* leaves) const {
+  if (!(Total() > 0)) throw FailedPreconditionError("cannot search a sum tree whose total is 0");
+  constexpr size_t kGroup = 16;
+  const size_t levels = level_size_.size();
+  for (size_t start = 0; start < count; start += kGroup) {
+    const size_t n = std::min(kGroup, count - start);
+    double remaining[kGroup];
+    size_t node[kGroup];
+    for (size_t i = 0; i < n; ++i) {
+      remaining[i] = targets[start + i];
+      node[i] = 0;
     }
+    for (size_t level = 1; level < levels; ++level) {
+      for (size_t i = 0; i < n; ++i) {
+        node[i] = Step(level, node[i], remaining[i]);
+        if (level + 1 < levels) __builtin_prefetch(Level(level + 1) + node[i] * kFanout);
+      }
+    }
+    for (size_t i = 0; i < n; ++i) leaves[start + i] = node[i];
   }
-  return node - capacity_;
 }
 
 void SumTree::Clear() noexcept {
-  capacity_ = 1;
   size_ = 0;
-  nodes_.assign(2, 0.0);
+  Build(1, {});
 }
 
 }  // namespace resound

@@ -1,0 +1,18 @@
+// A minimal assertion helper for the C++ test executables: prints the failed
+// condition with its location and exits non-zero, so ctest (and sanitizer
+// runs) report the failure without a test framework dependency.
+#ifndef RESOUND_TESTS_CHECK_H_
+#define RESOUND_TESTS_CHECK_H_
+
+#include <cstdio>
+#include <cstdlib>
+
+#define RESOUND_CHECK(condition)                                                        \
+  do {                                                                                  \
+    if (!(condition)) {                                                                 \
+      std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #condition); \
+      std::exit(1);                                                                     \
+    }                                                                                   \
+  } while (false)
+
+#endif  // RESOUND_TESTS_CHECK_H_
