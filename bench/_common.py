@@ -1,0 +1,34 @@
+"""Helpers shared by the benchmarks: timing with repeats and table printing."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+
+def median_rate(run: Callable[[], int], repeats: int = 3) -> float:
+    """Runs `run` (which returns units of work done) `repeats` times; median units/s."""
+    rates = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        units = run()
+        rates.append(units / (time.perf_counter() - start))
+    return statistics.median(rates)
+
+
+def print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=True)]
+    print(f"\n{title}")
+    print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |")
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for row in rows:
+        print("| " + " | ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)) + " |")
+
+
+def fmt_rate(rate: float) -> str:
+    if rate >= 1e6:
+        return f"{rate / 1e6:.2f}M/s"
+    if rate >= 1e3:
+        return f"{rate / 1e3:.1f}k/s"
+    return f"{rate:.0f}/s"

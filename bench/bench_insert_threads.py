@@ -1,0 +1,75 @@
+"""Insert throughput into ONE table from 1, 2 and 4 threads.
+
+Each thread writes 4 KB items: it adds a chunk (payload copy, GIL released)
+and inserts batches of 64 items (one table lock per batch, GIL released).
+The table's lock covers only selector and limiter work, so threads overlap
+on everything else; the ratio column is throughput relative to 1 thread
+measured in the same run. This machine has 2 cores, so 4 threads can at
+best match 2.
+
+Usage: python bench/bench_insert_threads.py [--items N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+
+import numpy as np
+
+from _common import fmt_rate, print_table
+from resound import _core
+
+BATCH = 64
+
+
+def run(threads: int, items_per_thread: int, payload: np.ndarray) -> float:
+    store = _core.ChunkStore()
+    table = _core.Table(
+        "bench", _core.make_selector("prioritized", 0.6, seed=1), _core.make_selector("fifo"),
+        threads * items_per_thread, _core.RateLimiter.min_size(1), chunk_store=store,
+    )
+    barrier = threading.Barrier(threads + 1)
+    block = np.ascontiguousarray(np.broadcast_to(payload, (BATCH, payload.size)))
+
+    def writer(index: int) -> None:
+        base = index << 40
+        barrier.wait()
+        for start in range(0, items_per_thread, BATCH):
+            keys = range(base + start, base + min(items_per_thread, start + BATCH))
+            chunk = store.add(base + start, block[: len(keys)], "<f4", (payload.size,), len(keys))
+            table.insert_batch([(k, 1.0, [([(chunk.key, i, 1)], False)]) for i, k in enumerate(keys)])
+
+    workers = [threading.Thread(target=writer, args=(i,)) for i in range(threads)]
+    for worker in workers:
+        worker.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for worker in workers:
+        worker.join()
+    elapsed = time.perf_counter() - start
+    assert len(table) == threads * items_per_thread
+    return threads * items_per_thread / elapsed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--items", type=int, default=100_000, help="items per thread")
+    args = parser.parse_args()
+    payload = np.ones(1000, dtype=np.float32)
+    rows = []
+    base = None
+    for threads in (1, 2, 4):
+        rates = sorted(run(threads, args.items, payload) for _ in range(3))
+        rate = rates[1]
+        base = base or rate
+        rows.append([str(threads), fmt_rate(rate), f"{rate / base:.2f}x"])
+    print_table("insert throughput into one table (4 KB items, 64 per batch, median of 3)",
+                ["threads", "items/s", "vs 1 thread"], rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
