@@ -50,21 +50,19 @@ std::shared_ptr<const Item> Table::Build(ItemRequest& request) const {
 
 void Table::AddReferences(const Item& item) {
   for (const auto& chunk : item.chunks()) {
-    if (++chunk_refs_[chunk->key()] == 1) chunk_memory_bytes_ += chunk->memory_bytes();
-    ++episode_refs_[chunk->episode_id()];
+    if (++*chunk_refs_.TryEmplace(chunk->key(), 0).first == 1) chunk_memory_bytes_ += chunk->memory_bytes();
+    ++*episode_refs_.TryEmplace(chunk->episode_id(), 0).first;
   }
 }
 
 void Table::RemoveReferences(const Item& item) {
   for (const auto& chunk : item.chunks()) {
-    auto c = chunk_refs_.find(chunk->key());
-    if (--c->second == 0) {
-      chunk_refs_.erase(c);
+    if (--*chunk_refs_.Find(chunk->key()) == 0) {
+      chunk_refs_.Erase(chunk->key());
       chunk_memory_bytes_ -= chunk->memory_bytes();
     }
-    auto e = episode_refs_.find(chunk->episode_id());
-    if (--e->second == 0) {
-      episode_refs_.erase(e);
+    if (--*episode_refs_.Find(chunk->episode_id()) == 0) {
+      episode_refs_.Erase(chunk->episode_id());
       ++num_deleted_episodes_;
     }
   }
@@ -72,13 +70,12 @@ void Table::RemoveReferences(const Item& item) {
 
 void Table::InsertLocked(std::shared_ptr<const Item> item, double priority, Released& released) {
   const uint64_t key = item->key();
-  auto existing = items_.find(key);
-  if (existing != items_.end()) {
+  if (Entry* existing = items_.Find(key)) {
     // A known key only changes priority; the new copy of the data is dropped
     // (after the lock is released) and the limiter counts no insert.
     sampler_->Update(key, priority);
     remover_->Update(key, priority);
-    existing->second.priority = priority;
+    existing->priority = priority;
     released.push_back(std::move(item));
     return;
   }
@@ -90,7 +87,7 @@ void Table::InsertLocked(std::shared_ptr<const Item> item, double priority, Rele
     throw;
   }
   AddReferences(*item);
-  items_.emplace(key, Entry{std::move(item), priority, 0, NowNanos(), next_sequence_++});
+  items_.TryEmplace(key, Entry{std::move(item), priority, 0, NowNanos(), next_sequence_++});
   limiter_.RecordInsert();
   if (static_cast<int64_t>(items_.size()) > config_.max_size) {
     // The remover sees the new item too, so it may be the one evicted.
@@ -99,11 +96,11 @@ void Table::InsertLocked(std::shared_ptr<const Item> item, double priority, Rele
 }
 
 void Table::DeleteLocked(uint64_t key, Released& released) {
-  auto it = items_.find(key);
-  if (it == items_.end()) return;
-  RemoveReferences(*it->second.item);
-  released.push_back(std::move(it->second.item));
-  items_.erase(it);
+  Entry* entry = items_.Find(key);
+  if (entry == nullptr) return;
+  RemoveReferences(*entry->item);
+  released.push_back(std::move(entry->item));
+  items_.Erase(key);
   sampler_->Delete(key);
   remover_->Delete(key);
   limiter_.RecordDelete();
@@ -152,7 +149,7 @@ std::vector<SampledItem> Table::Sample(int64_t max_samples, const Deadline& dead
     // effects: take them one at a time.
     do {
       const Selection selection = sampler_->Sample();
-      Entry& entry = items_.find(selection.key)->second;
+      Entry& entry = *items_.Find(selection.key);
       if (entry.times_sampled == 0) ++num_unique_samples_;
       ++entry.times_sampled;
       samples.push_back({entry.item, entry.priority, entry.times_sampled, selection.probability,
@@ -174,10 +171,11 @@ std::vector<SampledItem> Table::Sample(int64_t max_samples, const Deadline& dead
   std::vector<const Entry*> entries(static_cast<size_t>(count));
   std::vector<Selection> selections(static_cast<size_t>(count));
   sampler_->SampleMany(selections.size(), selections.data());
+  for (const Selection& selection : selections) items_.Prefetch(selection.key);
   const auto table_size = static_cast<int64_t>(items_.size());
   for (size_t i = 0; i < samples.size(); ++i) {
     const Selection& selection = selections[i];
-    Entry& entry = items_.find(selection.key)->second;
+    Entry& entry = *items_.Find(selection.key);
     if (entry.times_sampled == 0) ++num_unique_samples_;
     ++entry.times_sampled;
     entries[i] = &entry;
@@ -203,15 +201,15 @@ MutateResult Table::MutatePriorities(const std::vector<std::pair<uint64_t, doubl
   Released released;
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [key, priority] : updates) {
-    auto it = items_.find(key);
-    if (it == items_.end()) continue;
+    Entry* entry = items_.Find(key);
+    if (entry == nullptr) continue;
     sampler_->Update(key, priority);
     remover_->Update(key, priority);
-    it->second.priority = priority;
+    entry->priority = priority;
     ++result.num_updated;
   }
   for (const uint64_t key : deletes) {
-    if (items_.count(key) == 0) continue;
+    if (!items_.Contains(key)) continue;
     DeleteLocked(key, released);
     ++result.num_deleted;
   }
@@ -219,13 +217,13 @@ MutateResult Table::MutatePriorities(const std::vector<std::pair<uint64_t, doubl
 }
 
 void Table::Reset() {
-  std::unordered_map<uint64_t, Entry> dropped;  // freed after the lock is released
+  KeyMap<Entry> dropped;  // freed after the lock is released
   std::lock_guard<std::mutex> lock(mu_);
-  dropped.swap(items_);
+  std::swap(dropped, items_);
   sampler_->Clear();
   remover_->Clear();
-  episode_refs_.clear();
-  chunk_refs_.clear();
+  episode_refs_.Clear();
+  chunk_refs_.Clear();
   chunk_memory_bytes_ = 0;
   num_deleted_episodes_ = 0;
   num_unique_samples_ = 0;
@@ -283,9 +281,9 @@ std::vector<ItemSnapshot> Table::Snapshot() const {
   {
     std::lock_guard<std::mutex> lock(mu_);
     ordered.reserve(items_.size());
-    for (const auto& [key, entry] : items_) {
+    items_.ForEach([&](uint64_t, const Entry& entry) {
       ordered.push_back({entry.sequence, {entry.item, entry.priority, entry.times_sampled, entry.inserted_at_ns}});
-    }
+    });
   }
   std::sort(ordered.begin(), ordered.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });

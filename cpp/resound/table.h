@@ -14,13 +14,13 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "resound/chunk_store.h"
 #include "resound/deadline.h"
 #include "resound/item.h"
+#include "resound/key_map.h"
 #include "resound/rate_limiter.h"
 #include "resound/selectors/item_selector.h"
 #include "resound/table_types.h"
@@ -107,12 +107,12 @@ class Table {
   const std::shared_ptr<ChunkStore> store_;
 
   mutable std::mutex mu_;
-  std::unordered_map<uint64_t, Entry> items_;
+  KeyMap<Entry> items_;
   std::unique_ptr<ItemSelector> sampler_;
   std::unique_ptr<ItemSelector> remover_;
   RateLimiter limiter_;
-  std::unordered_map<uint64_t, int64_t> episode_refs_;  // episode id -> referencing items' chunks
-  std::unordered_map<uint64_t, int64_t> chunk_refs_;    // chunk key -> referencing items
+  KeyMap<int64_t> episode_refs_;  // episode id -> chunk references from items
+  KeyMap<int64_t> chunk_refs_;    // chunk key -> referencing items
   int64_t chunk_memory_bytes_ = 0;
   int64_t num_deleted_episodes_ = 0;
   int64_t num_unique_samples_ = 0;

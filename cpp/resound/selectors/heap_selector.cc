@@ -7,7 +7,7 @@
 
 namespace resound {
 
-void HeapSelector::Place(size_t index) noexcept { position_[heap_[index].key] = index; }
+void HeapSelector::Place(size_t index) noexcept { *position_.Find(heap_[index].key) = index; }
 
 void HeapSelector::SiftUp(size_t index) noexcept {
   while (index > 0) {
@@ -47,15 +47,16 @@ void HeapSelector::Restore(size_t index) noexcept {
 void HeapSelector::Insert(uint64_t key, double priority) {
   ValidatePriority(priority);
   if (Contains(key)) throw InvalidArgumentError("key " + std::to_string(key) + " is already in the selector");
+  position_.TryEmplace(key, heap_.size());
   heap_.push_back({sign_ * priority, next_stamp_++, key});
   SiftUp(heap_.size() - 1);
 }
 
 void HeapSelector::Update(uint64_t key, double priority) {
   ValidatePriority(priority);
-  auto it = position_.find(key);
-  if (it == position_.end()) throw NotFoundError("key " + std::to_string(key) + " is not in the selector");
-  const size_t index = it->second;
+  const size_t* position = position_.Find(key);
+  if (position == nullptr) throw NotFoundError("key " + std::to_string(key) + " is not in the selector");
+  const size_t index = *position;
   // Every update refreshes recency, even when the priority is unchanged.
   heap_[index].rank = sign_ * priority;
   heap_[index].stamp = next_stamp_++;
@@ -63,10 +64,10 @@ void HeapSelector::Update(uint64_t key, double priority) {
 }
 
 void HeapSelector::Delete(uint64_t key) {
-  auto it = position_.find(key);
-  if (it == position_.end()) throw NotFoundError("key " + std::to_string(key) + " is not in the selector");
-  const size_t index = it->second;
-  position_.erase(it);
+  const size_t* position = position_.Find(key);
+  if (position == nullptr) throw NotFoundError("key " + std::to_string(key) + " is not in the selector");
+  const size_t index = *position;
+  position_.Erase(key);
   const size_t last = heap_.size() - 1;
   if (index != last) {
     heap_[index] = heap_[last];
@@ -84,7 +85,7 @@ Selection HeapSelector::Sample() {
 
 void HeapSelector::Clear() noexcept {
   heap_.clear();
-  position_.clear();
+  position_.Clear();
   next_stamp_ = 0;
 }
 

@@ -5,9 +5,9 @@
 #ifndef RESOUND_SELECTORS_HEAP_SELECTOR_H_
 #define RESOUND_SELECTORS_HEAP_SELECTOR_H_
 
-#include <unordered_map>
 #include <vector>
 
+#include "resound/key_map.h"
 #include "resound/selectors/item_selector.h"
 
 namespace resound {
@@ -22,7 +22,7 @@ class HeapSelector final : public ItemSelector {
   Selection Sample() override;
   void Clear() noexcept override;
   size_t size() const noexcept override { return heap_.size(); }
-  bool Contains(uint64_t key) const noexcept override { return position_.count(key) != 0; }
+  bool Contains(uint64_t key) const noexcept override { return position_.Contains(key); }
   SelectorOptions options() const override;
 
  private:
@@ -42,7 +42,7 @@ class HeapSelector final : public ItemSelector {
   double sign_;
   uint64_t next_stamp_ = 0;
   std::vector<Node> heap_;
-  std::unordered_map<uint64_t, size_t> position_;
+  KeyMap<size_t> position_;  // key -> index in heap_
 };
 
 }  // namespace resound

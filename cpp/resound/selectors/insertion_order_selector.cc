@@ -10,7 +10,7 @@ void InsertionOrderSelector::Insert(uint64_t key, double priority) {
   ValidatePriority(priority);
   if (Contains(key)) throw InvalidArgumentError("key " + std::to_string(key) + " is already in the selector");
   keys_.push_back(key);
-  index_.emplace(key, std::prev(keys_.end()));
+  index_.TryEmplace(key, std::prev(keys_.end()));
 }
 
 void InsertionOrderSelector::Update(uint64_t key, double priority) {
@@ -19,10 +19,10 @@ void InsertionOrderSelector::Update(uint64_t key, double priority) {
 }
 
 void InsertionOrderSelector::Delete(uint64_t key) {
-  auto it = index_.find(key);
-  if (it == index_.end()) throw NotFoundError("key " + std::to_string(key) + " is not in the selector");
-  keys_.erase(it->second);
-  index_.erase(it);
+  auto* position = index_.Find(key);
+  if (position == nullptr) throw NotFoundError("key " + std::to_string(key) + " is not in the selector");
+  keys_.erase(*position);
+  index_.Erase(key);
 }
 
 Selection InsertionOrderSelector::Sample() {
@@ -32,7 +32,7 @@ Selection InsertionOrderSelector::Sample() {
 
 void InsertionOrderSelector::Clear() noexcept {
   keys_.clear();
-  index_.clear();
+  index_.Clear();
 }
 
 SelectorOptions InsertionOrderSelector::options() const {

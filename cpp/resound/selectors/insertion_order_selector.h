@@ -5,8 +5,8 @@
 #define RESOUND_SELECTORS_INSERTION_ORDER_SELECTOR_H_
 
 #include <list>
-#include <unordered_map>
 
+#include "resound/key_map.h"
 #include "resound/selectors/item_selector.h"
 
 namespace resound {
@@ -22,13 +22,13 @@ class InsertionOrderSelector final : public ItemSelector {
   Selection Sample() override;
   void Clear() noexcept override;
   size_t size() const noexcept override { return index_.size(); }
-  bool Contains(uint64_t key) const noexcept override { return index_.count(key) != 0; }
+  bool Contains(uint64_t key) const noexcept override { return index_.Contains(key); }
   SelectorOptions options() const override;
 
  private:
   Order order_;
   std::list<uint64_t> keys_;  // oldest at the front
-  std::unordered_map<uint64_t, std::list<uint64_t>::iterator> index_;
+  KeyMap<std::list<uint64_t>::iterator> index_;
 };
 
 }  // namespace resound

@@ -35,9 +35,9 @@ void PrioritizedSelector::ValidatePriority(double priority) const {
 }
 
 size_t PrioritizedSelector::IndexOf(uint64_t key) const {
-  auto it = index_.find(key);
-  if (it == index_.end()) throw NotFoundError("key " + std::to_string(key) + " is not in the selector");
-  return it->second;
+  const size_t* index = index_.Find(key);
+  if (index == nullptr) throw NotFoundError("key " + std::to_string(key) + " is not in the selector");
+  return *index;
 }
 
 void PrioritizedSelector::Insert(uint64_t key, double priority) {
@@ -45,7 +45,7 @@ void PrioritizedSelector::Insert(uint64_t key, double priority) {
   if (Contains(key)) throw InvalidArgumentError("key " + std::to_string(key) + " is already in the selector");
   const size_t index = keys_.size();
   keys_.push_back(key);
-  index_.emplace(key, index);
+  index_.TryEmplace(key, index);
   tree_.Resize(index + 1);
   tree_.Set(index, Weight(priority));
 }
@@ -61,11 +61,11 @@ void PrioritizedSelector::Delete(uint64_t key) {
   if (hole != last) {
     const uint64_t moved = keys_[last];
     keys_[hole] = moved;
-    index_[moved] = hole;
+    *index_.Find(moved) = hole;
     tree_.Set(hole, tree_.Get(last));
   }
   keys_.pop_back();
-  index_.erase(key);
+  index_.Erase(key);
   tree_.Resize(last);
 }
 
@@ -106,7 +106,7 @@ double PrioritizedSelector::Probability(uint64_t key) const {
 
 void PrioritizedSelector::Clear() noexcept {
   keys_.clear();
-  index_.clear();
+  index_.Clear();
   tree_.Clear();
 }
 

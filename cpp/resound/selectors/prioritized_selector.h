@@ -9,9 +9,9 @@
 
 #include <optional>
 #include <random>
-#include <unordered_map>
 #include <vector>
 
+#include "resound/key_map.h"
 #include "resound/selectors/item_selector.h"
 #include "resound/selectors/sum_tree.h"
 
@@ -31,7 +31,7 @@ class PrioritizedSelector final : public ItemSelector {
   void SampleMany(size_t count, Selection* out) override;
   void Clear() noexcept override;
   size_t size() const noexcept override { return keys_.size(); }
-  bool Contains(uint64_t key) const noexcept override { return index_.count(key) != 0; }
+  bool Contains(uint64_t key) const noexcept override { return index_.Contains(key); }
   SelectorOptions options() const override;
 
   // The probability with which Sample() would choose `key` now.
@@ -45,7 +45,7 @@ class PrioritizedSelector final : public ItemSelector {
   std::optional<uint64_t> seed_;
   std::mt19937_64 rng_;
   std::vector<uint64_t> keys_;  // leaf index -> key
-  std::unordered_map<uint64_t, size_t> index_;
+  KeyMap<size_t> index_;  // key -> leaf index
   SumTree tree_;
   // Scratch space for SampleMany, kept to avoid an allocation per batch.
   std::vector<double> targets_;

@@ -11,8 +11,7 @@ UniformSelector::UniformSelector(std::optional<uint64_t> seed) : seed_(seed), rn
 
 void UniformSelector::Insert(uint64_t key, double priority) {
   ValidatePriority(priority);
-  auto [it, inserted] = index_.try_emplace(key, keys_.size());
-  if (!inserted) throw InvalidArgumentError("key " + std::to_string(key) + " is already in the selector");
+  if (!index_.TryEmplace(key, keys_.size()).second) throw InvalidArgumentError("key " + std::to_string(key) + " is already in the selector");
   keys_.push_back(key);
 }
 
@@ -22,15 +21,15 @@ void UniformSelector::Update(uint64_t key, double priority) {
 }
 
 void UniformSelector::Delete(uint64_t key) {
-  auto it = index_.find(key);
-  if (it == index_.end()) throw NotFoundError("key " + std::to_string(key) + " is not in the selector");
-  const size_t hole = it->second;
-  index_.erase(it);
+  const size_t* position = index_.Find(key);
+  if (position == nullptr) throw NotFoundError("key " + std::to_string(key) + " is not in the selector");
+  const size_t hole = *position;
+  index_.Erase(key);
   const uint64_t last = keys_.back();
   keys_.pop_back();
   if (hole < keys_.size()) {
     keys_[hole] = last;
-    index_[last] = hole;
+    *index_.Find(last) = hole;
   }
 }
 
@@ -42,7 +41,7 @@ Selection UniformSelector::Sample() {
 
 void UniformSelector::Clear() noexcept {
   keys_.clear();
-  index_.clear();
+  index_.Clear();
 }
 
 SelectorOptions UniformSelector::options() const {

@@ -5,9 +5,9 @@
 
 #include <optional>
 #include <random>
-#include <unordered_map>
 #include <vector>
 
+#include "resound/key_map.h"
 #include "resound/selectors/item_selector.h"
 
 namespace resound {
@@ -22,14 +22,14 @@ class UniformSelector final : public ItemSelector {
   Selection Sample() override;
   void Clear() noexcept override;
   size_t size() const noexcept override { return keys_.size(); }
-  bool Contains(uint64_t key) const noexcept override { return index_.count(key) != 0; }
+  bool Contains(uint64_t key) const noexcept override { return index_.Contains(key); }
   SelectorOptions options() const override;
 
  private:
   std::optional<uint64_t> seed_;
   std::mt19937_64 rng_;
   std::vector<uint64_t> keys_;
-  std::unordered_map<uint64_t, size_t> index_;
+  KeyMap<size_t> index_;  // key -> position in keys_
 };
 
 }  // namespace resound
