@@ -15,14 +15,14 @@ Usage: python bench/bench_core.py [--quick]
 from __future__ import annotations
 
 import argparse
-import random
 import sys
 
 import numpy as np
 
+from resound import _core
+
 from _common import fmt_rate, median_rate, print_table
 from _python_reference import PythonTable
-from resound import _core
 
 PAYLOAD = np.zeros(1000, dtype=np.float32)  # 4 KB per item
 
@@ -30,8 +30,12 @@ PAYLOAD = np.zeros(1000, dtype=np.float32)  # 4 KB per item
 def make_table(kind: str, max_size: int, store: _core.ChunkStore) -> _core.Table:
     sampler = _core.make_selector(kind, 1.0 if kind == "prioritized" else 0.0, seed=1)
     return _core.Table(
-        "bench", sampler, _core.make_selector("fifo"), max_size,
-        _core.RateLimiter.min_size(1), chunk_store=store,
+        "bench",
+        sampler,
+        _core.make_selector("fifo"),
+        max_size,
+        _core.RateLimiter.min_size(1),
+        chunk_store=store,
     )
 
 
@@ -85,7 +89,10 @@ def bench_insert(quick: bool) -> list[list[str]]:
         return n
 
     base = median_rate(python_baseline)
-    for name, run in [("insert 4 KB, 1 per call", one_per_call), ("insert 4 KB, 256 per call", batched)]:
+    for name, run in [
+        ("insert 4 KB, 1 per call", one_per_call),
+        ("insert 4 KB, 256 per call", batched),
+    ]:
         rate = median_rate(run)
         rows.append([name, fmt_rate(rate), fmt_rate(base), f"{rate / base:.2f}x"])
     return rows
@@ -116,15 +123,21 @@ def bench_sample(quick: bool) -> tuple[list[list[str]], dict[tuple[str, int], fl
                 reference.insert(key, priority)
             base_calls = max(1, calls // 20)
 
-            def run_base(reference: PythonTable = reference) -> int:
+            def run_base(reference: PythonTable = reference, base_calls: int = base_calls) -> int:
                 for _ in range(base_calls):
                     reference.sample(256)
                 return base_calls * 256
 
             base = median_rate(run_base)
             rates[(kind, size)] = rate
-            rows.append([f"sample 256/call {kind} @ {size:,}", fmt_rate(rate), fmt_rate(base),
-                         f"{rate / base:.2f}x"])
+            rows.append(
+                [
+                    f"sample 256/call {kind} @ {size:,}",
+                    fmt_rate(rate),
+                    fmt_rate(base),
+                    f"{rate / base:.2f}x",
+                ]
+            )
             del handles, table, store
     return rows, rates
 
@@ -136,7 +149,9 @@ def bench_updates(quick: bool) -> list[list[str]]:
     handles = fill(table, store, size)
     rng = np.random.default_rng(0)
     batches = [
-        list(zip(rng.integers(0, size, 100).tolist(), rng.uniform(0.1, 5, 100).tolist(), strict=True))
+        list(
+            zip(rng.integers(0, size, 100).tolist(), rng.uniform(0.1, 5, 100).tolist(), strict=True)
+        )
         for _ in range(200 if quick else 1000)
     ]
 
@@ -157,7 +172,14 @@ def bench_updates(quick: bool) -> list[list[str]]:
 
     rate, base = median_rate(run), median_rate(baseline)
     del handles
-    return [["priority updates, 100/batch @ 20,000", fmt_rate(rate), fmt_rate(base), f"{rate / base:.2f}x"]]
+    return [
+        [
+            "priority updates, 100/batch @ 20,000",
+            fmt_rate(rate),
+            fmt_rate(base),
+            f"{rate / base:.2f}x",
+        ]
+    ]
 
 
 def main() -> int:
@@ -175,8 +197,11 @@ def main() -> int:
         [kind, f"{rates[(kind, small)] / rates[(kind, large)]:.2f}x"]
         for kind in ["uniform", "prioritized", "fifo", "lifo", "min_heap", "max_heap"]
     ]
-    print_table(f"cost per sample at {large:,} items relative to {small:,} (target for prioritized: <= 2x)",
-                ["selector", "cost ratio"], ratio_rows)
+    print_table(
+        f"cost per sample at {large:,} items relative to {small:,} (target for prioritized: <= 2x)",
+        ["selector", "cost ratio"],
+        ratio_rows,
+    )
     return 0
 
 

@@ -19,8 +19,9 @@ import time
 
 import numpy as np
 
-from _common import fmt_rate, print_table
 from resound import _core
+
+from _common import fmt_rate, print_table
 
 BATCH = 64
 
@@ -28,8 +29,12 @@ BATCH = 64
 def run(threads: int, items_per_thread: int, payload: np.ndarray) -> float:
     store = _core.ChunkStore()
     table = _core.Table(
-        "bench", _core.make_selector("prioritized", 0.6, seed=1), _core.make_selector("fifo"),
-        threads * items_per_thread, _core.RateLimiter.min_size(1), chunk_store=store,
+        "bench",
+        _core.make_selector("prioritized", 0.6, seed=1),
+        _core.make_selector("fifo"),
+        threads * items_per_thread,
+        _core.RateLimiter.min_size(1),
+        chunk_store=store,
     )
     barrier = threading.Barrier(threads + 1)
     block = np.ascontiguousarray(np.broadcast_to(payload, (BATCH, payload.size)))
@@ -40,7 +45,9 @@ def run(threads: int, items_per_thread: int, payload: np.ndarray) -> float:
         for start in range(0, items_per_thread, BATCH):
             keys = range(base + start, base + min(items_per_thread, start + BATCH))
             chunk = store.add(base + start, block[: len(keys)], "<f4", (payload.size,), len(keys))
-            table.insert_batch([(k, 1.0, [([(chunk.key, i, 1)], False)]) for i, k in enumerate(keys)])
+            table.insert_batch(
+                [(k, 1.0, [([(chunk.key, i, 1)], False)]) for i, k in enumerate(keys)]
+            )
 
     workers = [threading.Thread(target=writer, args=(i,)) for i in range(threads)]
     for worker in workers:
@@ -66,8 +73,11 @@ def main() -> int:
         rate = rates[1]
         base = base or rate
         rows.append([str(threads), fmt_rate(rate), f"{rate / base:.2f}x"])
-    print_table("insert throughput into one table (4 KB items, 64 per batch, median of 3)",
-                ["threads", "items/s", "vs 1 thread"], rows)
+    print_table(
+        "insert throughput into one table (4 KB items, 64 per batch, median of 3)",
+        ["threads", "items/s", "vs 1 thread"],
+        rows,
+    )
     return 0
 
 

@@ -7,12 +7,19 @@ duration (a chunk lives only while a handle or an item references it).
 from __future__ import annotations
 
 import itertools
+import threading
+import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
 
 from resound import _core
+
+# Bound for joins and polls that end at once when the code under test is
+# correct; never used as the timeout of a blocking call being tested.
+SAFETY = 20.0
 
 
 def column(chunk_key: int, offset: int = 0, length: int = 1, squeeze: bool = False) -> tuple:
@@ -80,3 +87,82 @@ def make_table(
         max_times_sampled=max_times_sampled,
         chunk_store=store,
     )
+
+
+@pytest.fixture
+def tables(store: _core.ChunkStore) -> Iterator[Callable[..., _core.Table]]:
+    """make(**make_table kwargs) -> Table; every table is closed at teardown so
+    a failing test never leaves a thread blocked."""
+    made: list[_core.Table] = []
+
+    def make(**kwargs: Any) -> _core.Table:
+        table = make_table(store, **kwargs)
+        made.append(table)
+        return table
+
+    yield make
+    for table in made:
+        table.close()
+
+
+def table_counters(table: _core.Table) -> tuple[int, int, int]:
+    """(inserts, samples, deletes) of a table's rate limiter."""
+    info = table.info().rate_limiter
+    return info["inserts"], info["samples"], info["deletes"]
+
+
+def check_accounting(table: _core.Table) -> list[_core.ItemSnapshot]:
+    """Checks that the table's size, chunk, memory and episode figures agree
+    with its items; returns the snapshot it checked against."""
+    info = table.info()
+    assert info.rate_limiter["inserts"] - info.rate_limiter["deletes"] == info.current_size
+    assert info.current_size <= info.max_size
+    snapshot = table.snapshot()
+    assert len(snapshot) == info.current_size
+    chunks = {c.key: c for item in snapshot for c in item.chunks}
+    assert info.num_chunks == len(chunks)
+    assert info.memory_bytes == sum(c.memory_bytes for c in chunks.values())
+    assert info.num_episodes == len({c.episode_id for c in chunks.values()})
+    return snapshot
+
+
+def wait_until(predicate: Callable[[], bool], what: str, timeout: float = SAFETY) -> None:
+    """Polls state (no sleeping) until `predicate` holds; fails after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting until {what}"
+
+
+class Background:
+    """Runs fn(*args, **kwargs) on a daemon thread and records the outcome."""
+
+    def __init__(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(fn, args, kwargs), daemon=True)
+        self._thread.start()
+
+    def _run(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
+        try:
+            self.result = fn(*args, **kwargs)
+        except BaseException as error:  # noqa: BLE001 - re-raised in the test thread
+            self.error = error
+
+    def done(self) -> bool:
+        return not self._thread.is_alive()
+
+    def join(self, timeout: float = SAFETY) -> Background:
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), "background call did not finish"
+        return self
+
+    def value(self) -> Any:
+        self.join()
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+    def raised(self, expected: type[BaseException]) -> BaseException:
+        self.join()
+        assert isinstance(self.error, expected), f"expected {expected.__name__}, got {self.error!r}"
+        return self.error

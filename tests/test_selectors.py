@@ -13,6 +13,7 @@ import random
 from collections import Counter
 
 import pytest
+
 from resound import _core
 
 KINDS = ["uniform", "prioritized", "fifo", "lifo", "min_heap", "max_heap"]

@@ -19,6 +19,7 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
+
 from resound import _core
 
 # When a property fails, hypothesis imports libcst to suggest a patch, and libcst

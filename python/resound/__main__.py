@@ -57,8 +57,13 @@ def _actor(
         steps = rng.standard_normal((_CHUNK_LENGTH, _OBSERVATION_SIZE), dtype=np.float32)
         key += 1
         chunk = store.add(
-            key, steps, "<f4", (_OBSERVATION_SIZE,), _CHUNK_LENGTH,
-            episode_id=actor_id, start_step=step,
+            key,
+            steps,
+            "<f4",
+            (_OBSERVATION_SIZE,),
+            _CHUNK_LENGTH,
+            episode_id=actor_id,
+            start_step=step,
         )
         items = []
         for end in range(_SEQUENCE_LENGTH, _CHUNK_LENGTH + 1):
@@ -142,10 +147,13 @@ def main(argv: list[str] | None = None) -> int:
     info = table.info()
     counters = info.rate_limiter
     print()
-    print(f"inserted  {counters['inserts']:>10,} items   ({counters['inserts'] / elapsed:,.0f} items/s)")
-    print(f"sampled   {counters['samples']:>10,} items   ({counters['samples'] / elapsed:,.0f} samples/s)")
-    print(f"table     {info.current_size:>10,} items, {info.num_chunks:,} chunks, "
-          f"{info.memory_bytes / 2**20:,.1f} MiB, {info.num_episodes} episodes")
+    inserts, samples = counters["inserts"], counters["samples"]
+    print(f"inserted  {inserts:>10,} items   ({inserts / elapsed:,.0f} items/s)")
+    print(f"sampled   {samples:>10,} items   ({samples / elapsed:,.0f} samples/s)")
+    print(
+        f"table     {info.current_size:>10,} items, {info.num_chunks:,} chunks, "
+        f"{info.memory_bytes / 2**20:,.1f} MiB, {info.num_episodes} episodes"
+    )
     print(f"learner   {stats['batches']:>10,} batches with priority updates")
     return 0
 
