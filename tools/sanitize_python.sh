@@ -1,26 +1,42 @@
 #!/usr/bin/env bash
-# Builds resound._core with a sanitizer and runs the Python tests that drive
-# the core from many threads against it.
-#   bash tools/sanitize_python.sh thread    # ThreadSanitizer
-#   bash tools/sanitize_python.sh address   # AddressSanitizer + UBSan
-# The interpreter itself is not instrumented, so the sanitizer runtime is
-# preloaded; reports come only from resound's own (instrumented) code.
+# Builds resound._core with a sanitizer and runs Python tests against it.
+#   bash tools/sanitize_python.sh thread    # ThreadSanitizer: the multi-threaded tests
+#   bash tools/sanitize_python.sh address   # AddressSanitizer + UBSan: every test
+# The interpreter is not instrumented, so the sanitizer runtime is preloaded
+# and reports come only from resound's own (instrumented) code. Some
+# interpreters crash as soon as libtsan is preloaded (pyenv's builds do), so
+# the interpreter is SANITIZE_PYTHON, by default the system's /usr/bin/python3
+# when present; the script makes its own virtualenv from it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kind="${1:-thread}"
 case "$kind" in
-  thread) runtime=libtsan.so; tests=(tests/test_concurrency.py tests/test_rate_limiter.py)
-          export TSAN_OPTIONS="halt_on_error=1 report_signal_unsafe=0" ;;
-  address) runtime=libasan.so; tests=(tests)
-           export ASAN_OPTIONS="detect_leaks=0" UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1" ;;
+  thread)
+    runtime=libtsan.so
+    tests=(tests/test_concurrency.py tests/test_rate_limiter.py tests/test_table.py)
+    export TSAN_OPTIONS="halt_on_error=1 report_signal_unsafe=0" ;;
+  address)
+    runtime=libasan.so
+    tests=(tests)
+    export ASAN_OPTIONS="detect_leaks=0" UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1" ;;
   *) echo "usage: $0 thread|address" >&2; exit 2 ;;
 esac
 
+default_python=python3
+[ -x /usr/bin/python3 ] && default_python=/usr/bin/python3
+base_python="${SANITIZE_PYTHON:-$default_python}"
 build="build/py-$kind"
-python3 -m pip install --quiet "pybind11>=2.12" cmake ninja
+venv="$build/venv"
+if [ ! -x "$venv/bin/python" ]; then
+  "$base_python" -m venv "$venv"
+fi
+python="$venv/bin/python"
+"$python" -m pip install --quiet --upgrade pip
+"$python" -m pip install --quiet "pybind11>=2.12" cmake ninja numpy pytest hypothesis
+
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRESOUND_SANITIZE="$kind" \
-  -DRESOUND_BUILD_PYTHON=ON -Dpybind11_DIR="$(python3 -m pybind11 --cmakedir)" \
-  -DPython_EXECUTABLE="$(command -v python3)" > /dev/null
+  -DRESOUND_BUILD_PYTHON=ON -Dpybind11_DIR="$("$python" -m pybind11 --cmakedir)" \
+  -DPython_EXECUTABLE="$python" > /dev/null
 cmake --build "$build" --target _core > /dev/null
 
 stage="$build/stage"
@@ -28,6 +44,8 @@ rm -rf "$stage" && mkdir -p "$stage/resound"
 cp python/resound/*.py "$stage/resound/"
 cp "$build"/_core*.so "$stage/resound/"
 
-preload="$(${CXX:-g++} -print-file-name=$runtime)"
-echo "running ${tests[*]} against the $kind-sanitized extension"
-LD_PRELOAD="$preload" PYTHONPATH="$stage" python3 -m pytest -q -p no:cacheprovider "${tests[@]}"
+# libstdc++ is preloaded too: the sanitizer must find the real __cxa_throw at
+# start-up, before the extension pulls libstdc++ in.
+preload="$(${CXX:-g++} -print-file-name=$runtime) $(${CXX:-g++} -print-file-name=libstdc++.so.6)"
+echo "running ${tests[*]} against the $kind-sanitized extension ($("$python" --version))"
+LD_PRELOAD="$preload" PYTHONPATH="$stage" "$python" -m pytest -q -p no:cacheprovider "${tests[@]}"
