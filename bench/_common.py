@@ -17,6 +17,11 @@ def median_rate(run: Callable[[], int], repeats: int = 3) -> float:
     return statistics.median(rates)
 
 
+def median_of(measure: Callable[[], float], repeats: int = 3) -> float:
+    """Median of `repeats` calls of `measure`, which times itself and returns a rate."""
+    return statistics.median(measure() for _ in range(repeats))
+
+
 def print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
     widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=True)]
     print(f"\n{title}")
