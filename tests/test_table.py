@@ -402,6 +402,39 @@ def test_flexible_batch_returns_what_the_limiter_allows_without_waiting(
     assert table_counters(table) == (1, 3, 0)
 
 
+@pytest.mark.parametrize("max_times_sampled", [0, 10**6])
+def test_a_huge_request_is_served_in_a_bounded_pass(
+    tables: Any, traj: list, max_times_sampled: int
+) -> None:
+    # An unlimited limiter would allow 2**62 samples; one call returns at most
+    # MAX_SAMPLES_PER_CALL instead of trying to allocate them all.
+    table = tables(max_times_sampled=max_times_sampled)
+    table.insert(1, 1.0, traj)
+    table.insert(2, 1.0, traj)
+    batch = table.sample(2**62, timeout=0)
+    assert len(batch) == _core.MAX_SAMPLES_PER_CALL
+    assert table_counters(table) == (2, _core.MAX_SAMPLES_PER_CALL, 0)
+    assert sorted(set(batch.keys.tolist())) == [1, 2]
+
+
+def test_sample_batch_arrays_match_the_samples(tables: Any, traj: list) -> None:
+    table = tables(sampler="prioritized", priority_exponent=1.0)
+    table.insert(1, 1.0, traj)
+    table.insert(2, 3.0, traj)
+    batch = table.sample(50, timeout=0)
+    assert batch.keys.dtype == np.uint64 and batch.keys.shape == (50,)
+    assert batch.keys.tolist() == [s.key for s in batch]
+    assert batch.priorities.tolist() == [s.priority for s in batch]
+    assert batch.probabilities.tolist() == [{1: 0.25, 2: 0.75}[s.key] for s in batch]
+    assert batch.times_sampled.tolist() == [s.times_sampled for s in batch]
+    assert batch.table_sizes.tolist() == [2] * 50
+    assert batch.inserted_at.tolist() == [s.inserted_at for s in batch]
+    assert batch.rate_limited.tolist() == [False] * 50
+    assert batch[-1].key == batch.keys[-1]
+    with pytest.raises(IndexError):
+        batch[50]
+
+
 def test_sample_rejects_num_samples_below_one(tables: Any, traj: list) -> None:
     table = tables()
     table.insert(1, 1.0, traj)

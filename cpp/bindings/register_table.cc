@@ -145,6 +145,8 @@ iteration) whose info fields are also available as numpy arrays.
       .def_property_readonly("rate_limiter", [](const TableInfo& i) { return RateLimiterInfoDict(i.rate_limiter); })
       .def_readonly("closed", &TableInfo::closed);
 
+  m.attr("MAX_SAMPLES_PER_CALL") = Table::kMaxSamplesPerCall;
+
   py::class_<Table, std::shared_ptr<Table>>(m, "Table", R"doc(
 A bounded set of prioritized items over shared chunks, with a sampler, a
 remover and a rate limiter. Thread-safe; blocking calls release the GIL.
@@ -227,7 +229,8 @@ table closes part-way, the raised error carries `num_inserted`.)doc")
           },
           py::arg("num_samples") = 1, py::arg("timeout") = py::none(),
           R"doc(Waits up to `timeout` for one sample, then returns up to `num_samples`
-taken in the same pass while the rate limiter allows.)doc")
+(at most MAX_SAMPLES_PER_CALL) taken in the same pass while the rate limiter
+allows.)doc")
       .def(
           "mutate_priorities",
           [](Table& table, std::optional<py::object> updates, std::optional<py::object> deletes) {

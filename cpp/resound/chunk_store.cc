@@ -20,9 +20,9 @@ void ChunkStore::Deleter::operator()(Chunk* chunk) const noexcept {
   {
     Shard& shard = state->ShardFor(key);
     std::lock_guard<std::mutex> lock(shard.mu);
-    auto it = shard.chunks.find(key);
+    const auto* slot = shard.chunks.Find(key);
     // A new chunk with the same key may already have replaced this one.
-    if (it != shard.chunks.end() && it->second.expired()) shard.chunks.erase(it);
+    if (slot != nullptr && slot->expired()) shard.chunks.Erase(key);
   }
   state->memory_bytes.fetch_sub(owned->memory_bytes(), std::memory_order_relaxed);
   state->num_chunks.fetch_sub(1, std::memory_order_relaxed);
@@ -44,7 +44,7 @@ std::shared_ptr<const Chunk> ChunkStore::Insert(Chunk&& chunk) {
   const uint64_t key = candidate->key();
   Shard& shard = state_->ShardFor(key);
   std::lock_guard<std::mutex> lock(shard.mu);
-  auto& slot = shard.chunks[key];
+  auto& slot = *shard.chunks.TryEmplace(key, {}).first;
   if (auto existing = slot.lock()) {
     if (!existing->SameContentAs(*candidate)) {
       throw InvalidArgumentError("chunk key " + std::to_string(key) +
@@ -62,8 +62,8 @@ std::shared_ptr<const Chunk> ChunkStore::Insert(Chunk&& chunk) {
 std::shared_ptr<const Chunk> ChunkStore::Find(uint64_t key) const {
   Shard& shard = state_->ShardFor(key);
   std::lock_guard<std::mutex> lock(shard.mu);
-  auto it = shard.chunks.find(key);
-  return it == shard.chunks.end() ? nullptr : it->second.lock();
+  const auto* slot = shard.chunks.Find(key);
+  return slot == nullptr ? nullptr : slot->lock();
 }
 
 std::shared_ptr<const Chunk> ChunkStore::Get(uint64_t key) const {

@@ -13,10 +13,10 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <unordered_map>
 #include <vector>
 
 #include "resound/chunk.h"
+#include "resound/key_map.h"
 
 namespace resound {
 
@@ -48,7 +48,7 @@ class ChunkStore {
  private:
   struct Shard {
     mutable std::mutex mu;
-    std::unordered_map<uint64_t, std::weak_ptr<const Chunk>> chunks;
+    KeyMap<std::weak_ptr<const Chunk>> chunks;
   };
   // Shared with every chunk's deleter so that a chunk outliving the store
   // can still unregister itself safely.

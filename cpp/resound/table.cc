@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <string>
 
 #include "resound/errors.h"
@@ -95,6 +96,13 @@ void Table::InsertLocked(std::shared_ptr<const Item> item, double priority, Rele
   }
 }
 
+void Table::CountSample(Entry& entry) noexcept {
+  if (entry.times_sampled == 0) ++num_unique_samples_;
+  // Saturate rather than overflow: with no max_times_sampled a small table
+  // can sample one item billions of times in a long run.
+  if (entry.times_sampled < std::numeric_limits<int32_t>::max()) ++entry.times_sampled;
+}
+
 void Table::DeleteLocked(uint64_t key, Released& released) {
   Entry* entry = items_.Find(key);
   if (entry == nullptr) return;
@@ -140,6 +148,9 @@ std::vector<SampledItem> Table::Sample(int64_t max_samples, const Deadline& dead
   if (max_samples < 1) {
     throw InvalidArgumentError("num_samples must be >= 1, got " + std::to_string(max_samples));
   }
+  // A flexible batch may return fewer samples than asked, so a huge request
+  // is served in passes of bounded size instead of one unbounded allocation.
+  max_samples = std::min(max_samples, kMaxSamplesPerCall);
   std::vector<SampledItem> samples;
   Released released;
   std::unique_lock<std::mutex> lock(mu_);
@@ -150,8 +161,7 @@ std::vector<SampledItem> Table::Sample(int64_t max_samples, const Deadline& dead
     do {
       const Selection selection = sampler_->Sample();
       Entry& entry = *items_.Find(selection.key);
-      if (entry.times_sampled == 0) ++num_unique_samples_;
-      ++entry.times_sampled;
+      CountSample(entry);
       samples.push_back({entry.item, entry.priority, entry.times_sampled, selection.probability,
                          static_cast<int64_t>(items_.size()), entry.inserted_at_ns, waited});
       limiter_.RecordSample();
@@ -176,8 +186,7 @@ std::vector<SampledItem> Table::Sample(int64_t max_samples, const Deadline& dead
   for (size_t i = 0; i < samples.size(); ++i) {
     const Selection& selection = selections[i];
     Entry& entry = *items_.Find(selection.key);
-    if (entry.times_sampled == 0) ++num_unique_samples_;
-    ++entry.times_sampled;
+    CountSample(entry);
     entries[i] = &entry;
     samples[i] = {nullptr, entry.priority, entry.times_sampled, selection.probability, table_size,
                   entry.inserted_at_ns, waited};

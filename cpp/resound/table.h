@@ -29,6 +29,9 @@ namespace resound {
 
 class Table {
  public:
+  // Upper bound on the samples one Sample() call returns.
+  static constexpr int64_t kMaxSamplesPerCall = int64_t{1} << 16;
+
   // Validates `config` (InvalidArgumentError). Items resolve their chunk keys
   // through `store`, which several tables may share.
   Table(TableConfig config, std::shared_ptr<ChunkStore> store);
@@ -54,10 +57,10 @@ class Table {
   InsertBatchResult InsertBatch(std::vector<ItemRequest> requests, const Deadline& deadline);
 
   // Waits (up to `deadline`) until the rate limiter allows one sample, then
-  // takes up to `max_samples` in the same locked pass while the limiter keeps
-  // allowing them. Throws DeadlineExceededError if none could be taken,
-  // CancelledError if the table is closed, InvalidArgumentError if
-  // max_samples < 1.
+  // takes up to `max_samples` (at most kMaxSamplesPerCall) in the same locked
+  // pass while the limiter keeps allowing them. Throws DeadlineExceededError
+  // if none could be taken, CancelledError if the table is closed,
+  // InvalidArgumentError if max_samples < 1.
   std::vector<SampledItem> Sample(int64_t max_samples, const Deadline& deadline);
 
   // Validates every priority, then applies all updates and deletes at once
@@ -100,6 +103,7 @@ class Table {
   // The following require mu_ to be held.
   void InsertLocked(std::shared_ptr<const Item> item, double priority, Released& released);
   void DeleteLocked(uint64_t key, Released& released);
+  void CountSample(Entry& entry) noexcept;
   void AddReferences(const Item& item);
   void RemoveReferences(const Item& item);
 
