@@ -885,6 +885,17 @@ def test_bad_insert_raises_and_leaves_table_unchanged(
     check_invariants(table)
 
 
+def test_non_numeric_priorities_name_the_argument(tables: Any, traj: list) -> None:
+    table = tables()
+    table.insert(1, 1.0, traj)
+    before = state(table)
+    with pytest.raises(ValueError, match=r"items\[1\]\.priority must be a number"):
+        table.insert_batch([(2, 1.0, traj), (3, "high", traj)])
+    with pytest.raises(ValueError, match="updates priority must be a number"):
+        table.mutate_priorities({1: None})
+    assert state(table) == before
+
+
 def test_accepted_key_range_and_integer_like_keys(tables: Any, traj: list) -> None:
     table = tables()
     table.insert(0, 1.0, traj)

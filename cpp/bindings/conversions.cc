@@ -40,6 +40,16 @@ uint64_t ToKey(py::handle value, const char* argument) {
   return result;
 }
 
+double ToDouble(py::handle value, const std::string& argument) {
+  const double result = PyFloat_AsDouble(value.ptr());
+  if (result == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    throw InvalidArgumentError(argument + " must be a number, got " +
+                               std::string(py::str(py::type::of(value).attr("__name__"))));
+  }
+  return result;
+}
+
 Deadline ToDeadline(std::optional<double> timeout) { return Deadline::FromTimeout(timeout); }
 
 Trajectory ToTrajectory(py::handle value, const char* argument) {

@@ -21,6 +21,10 @@ namespace py = pybind11;
 // An int (or anything with __index__, e.g. numpy integers) in [0, 2**64).
 uint64_t ToKey(py::handle value, const char* argument);
 
+// A real number (int, float, numpy scalar); anything else is a ValueError
+// naming `argument`. Range checks are the core's.
+double ToDouble(py::handle value, const std::string& argument);
+
 // None -> wait forever; a number of seconds >= 0 otherwise.
 Deadline ToDeadline(std::optional<double> timeout);
 

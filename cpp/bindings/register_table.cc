@@ -43,7 +43,7 @@ std::vector<ItemRequest> ToRequests(py::handle items) {
       throw InvalidArgumentError(where + " must be a triple (key, priority, trajectory)");
     }
     const auto triple = py::reinterpret_borrow<py::sequence>(entry);
-    requests.push_back({ToKey(triple[0], (where + ".key").c_str()), py::cast<double>(triple[1]),
+    requests.push_back({ToKey(triple[0], (where + ".key").c_str()), ToDouble(triple[1], where + ".priority"),
                         ToTrajectory(triple[2], (where + ".trajectory").c_str())});
   }
   return requests;
@@ -243,7 +243,7 @@ allows.)doc")
                   throw InvalidArgumentError("updates must be a dict {key: priority} or (key, priority) pairs");
                 }
                 const auto pair = py::reinterpret_borrow<py::sequence>(entry);
-                update_list.emplace_back(ToKey(pair[0], "updates key"), py::cast<double>(pair[1]));
+                update_list.emplace_back(ToKey(pair[0], "updates key"), ToDouble(pair[1], "updates priority"));
               }
             }
             if (deletes && !deletes->is_none()) {
