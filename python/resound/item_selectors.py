@@ -1,0 +1,150 @@
+"""Item selectors (Reverb's ``reverb.selectors``): how a table chooses items
+to sample (``sampler``) and to evict (``remover``).
+
+Each selector object only describes a selector; every table builds fresh
+selector state of its own from it, so one object may safely configure
+several tables.
+
+Example:
+    >>> from resound import selectors
+    >>> selectors.Prioritized(priority_exponent=0.8)
+    PrioritizedSelector(priority_exponent=0.8)
+    >>> isinstance(selectors.MinHeap(), type(selectors.MaxHeap()))
+    True
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+from resound import _core
+
+__all__ = [
+    "Fifo",
+    "HeapSelector",
+    "ItemSelector",
+    "Lifo",
+    "MaxHeap",
+    "MinHeap",
+    "Prioritized",
+    "Uniform",
+]
+
+
+class ItemSelector:
+    """Base class of the selectors; holds the core's options for the kind."""
+
+    _kind: str = ""
+
+    def __init__(self, *, priority_exponent: float = 0.0, seed: int | None = None) -> None:
+        # Building a core selector validates the options once, here.
+        self._options = _core.SelectorOptions(self._kind, priority_exponent, seed)
+
+    @property
+    def options(self) -> _core.SelectorOptions:
+        """The core options a table builds its selector from."""
+        return self._options
+
+    @property
+    def is_deterministic(self) -> bool:
+        """True for Fifo, Lifo and the heaps (same state, same choice)."""
+        return self._options.is_deterministic
+
+    def __eq__(self, other: Any) -> bool:
+        return type(other) is type(self) and other._options == self._options
+
+    def __hash__(self) -> int:
+        return hash((type(self), self._kind, self._options.priority_exponent))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class Uniform(ItemSelector):
+    """Every item equally likely (probability 1/n), O(1)."""
+
+    _kind = "uniform"
+
+    def __init__(self, *, seed: int | None = None) -> None:
+        super().__init__(seed=seed)
+
+    def __repr__(self) -> str:
+        return "UniformSelector"
+
+
+class Prioritized(ItemSelector):
+    """Item i with probability p_i**priority_exponent / sum(p**priority_exponent).
+
+    Zero priorities are never chosen; if every priority is zero the choice is
+    uniform. O(log n) for every operation.
+    """
+
+    _kind = "prioritized"
+
+    def __init__(self, priority_exponent: float, *, seed: int | None = None) -> None:
+        if isinstance(priority_exponent, bool) or not isinstance(priority_exponent, numbers.Real):
+            raise ValueError(f"priority_exponent must be a number >= 0, got {priority_exponent!r}")
+        if not math.isfinite(priority_exponent) or priority_exponent < 0:
+            raise ValueError(
+                f"priority_exponent must be a finite number >= 0, got {priority_exponent!r}"
+            )
+        super().__init__(priority_exponent=float(priority_exponent), seed=seed)
+
+    @property
+    def priority_exponent(self) -> float:
+        return self._options.priority_exponent
+
+    def __repr__(self) -> str:
+        return f"PrioritizedSelector(priority_exponent={self.priority_exponent:g})"
+
+
+class Fifo(ItemSelector):
+    """The oldest inserted item first; updates keep an item's place."""
+
+    _kind = "fifo"
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    def __repr__(self) -> str:
+        return "FifoSelector"
+
+
+class Lifo(ItemSelector):
+    """The newest inserted item first."""
+
+    _kind = "lifo"
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    def __repr__(self) -> str:
+        return "LifoSelector"
+
+
+class HeapSelector(ItemSelector):
+    """The lowest (``min_heap=True``) or highest priority first; ties go to the
+    item least recently inserted or updated."""
+
+    def __init__(self, min_heap: bool) -> None:
+        self._kind = "min_heap" if min_heap else "max_heap"
+        super().__init__()
+
+    @property
+    def min_heap(self) -> bool:
+        return self._kind == "min_heap"
+
+    def __repr__(self) -> str:
+        return f"HeapSelector(sign={1 if self.min_heap else -1})"
+
+
+def MinHeap() -> HeapSelector:  # noqa: N802 - Reverb's name for a constructor
+    """A HeapSelector returning the lowest priority first."""
+    return HeapSelector(min_heap=True)
+
+
+def MaxHeap() -> HeapSelector:  # noqa: N802 - Reverb's name for a constructor
+    """A HeapSelector returning the highest priority first."""
+    return HeapSelector(min_heap=False)
