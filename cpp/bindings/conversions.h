@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "resound/chunk.h"
 #include "resound/deadline.h"
 #include "resound/rate_limiter.h"
 #include "resound/trajectory.h"
@@ -32,6 +33,12 @@ Deadline ToDeadline(std::optional<double> timeout);
 // (slices, squeeze) where slices is a sequence of (chunk_key, offset, length).
 Trajectory ToTrajectory(py::handle value, const char* argument);
 py::list FromTrajectory(const Trajectory& trajectory);
+
+// pybind11 holds chunks as shared_ptr<Chunk>; the core hands out
+// shared_ptr<const Chunk>. The cast keeps the store's deleter.
+inline std::shared_ptr<Chunk> Hold(std::shared_ptr<const Chunk> chunk) {
+  return std::const_pointer_cast<Chunk>(std::move(chunk));
+}
 
 // Limiter configuration, counters and waiting statistics as a dict.
 py::dict RateLimiterInfoDict(const RateLimiterInfo& info);

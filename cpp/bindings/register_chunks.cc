@@ -38,12 +38,6 @@ class BufferView {
   Py_buffer view_{};
 };
 
-// pybind11 holds chunks as shared_ptr<Chunk>; the core hands out
-// shared_ptr<const Chunk>. The cast keeps the store's deleter.
-std::shared_ptr<Chunk> Hold(std::shared_ptr<const Chunk> chunk) {
-  return std::const_pointer_cast<Chunk>(std::move(chunk));
-}
-
 py::tuple ShapeTuple(const std::vector<int64_t>& shape) {
   py::tuple out(shape.size());
   for (size_t i = 0; i < shape.size(); ++i) out[i] = shape[i];

@@ -19,10 +19,6 @@
 namespace resound::bindings {
 namespace {
 
-std::shared_ptr<Chunk> Hold(const std::shared_ptr<const Chunk>& chunk) {
-  return std::const_pointer_cast<Chunk>(chunk);
-}
-
 py::list ChunkList(const Item& item) {
   py::list chunks;
   for (const auto& chunk : item.chunks()) chunks.append(Hold(chunk));
