@@ -108,41 +108,35 @@ RateLimiterConfig RateLimiterConfig::Stack(int64_t size) { return Queue(size); }
 
 RateLimiter::RateLimiter(RateLimiterConfig config) : config_(config) { config_.Validate(); }
 
-bool RateLimiter::CanInsertOne() const noexcept {
-  if (counters_.inserts + 1 - counters_.deletes <= config_.min_size_to_sample) return true;
-  const double cursor = static_cast<double>(counters_.inserts + 1) * config_.samples_per_insert -
-                        static_cast<double>(counters_.samples);
-  return cursor <= config_.max_diff;
-}
-
-bool RateLimiter::CanSampleOne() const noexcept {
-  if (counters_.inserts - counters_.deletes < config_.min_size_to_sample) return false;
-  const double cursor = static_cast<double>(counters_.inserts) * config_.samples_per_insert -
-                        static_cast<double>(counters_.samples);
-  return cursor - 1 >= config_.min_diff;
-}
-
-bool RateLimiter::CanInsert(int64_t n) const {
-  CheckCount(n);
+bool RateLimiter::AllowsInserts(int64_t n) const noexcept {
   if (counters_.inserts + n - counters_.deletes <= config_.min_size_to_sample) return true;
   return static_cast<double>(counters_.inserts + n) * config_.samples_per_insert -
              static_cast<double>(counters_.samples) <=
          config_.max_diff;
 }
 
-bool RateLimiter::CanSample(int64_t n) const {
-  CheckCount(n);
+bool RateLimiter::AllowsSamples(int64_t n) const noexcept {
   if (counters_.inserts - counters_.deletes < config_.min_size_to_sample) return false;
   return static_cast<double>(counters_.inserts) * config_.samples_per_insert -
              static_cast<double>(counters_.samples) - static_cast<double>(n) >=
          config_.min_diff;
 }
 
+bool RateLimiter::CanInsert(int64_t n) const {
+  CheckCount(n);
+  return AllowsInserts(n);
+}
+
+bool RateLimiter::CanSample(int64_t n) const {
+  CheckCount(n);
+  return AllowsSamples(n);
+}
+
 void RateLimiter::NotifyWaiters() noexcept {
   // Checking the predicate first keeps the common case (nobody blocked, or
   // still blocked) free of futex calls.
-  if (waiting_inserts_ > 0 && (cancelled_ || CanInsertOne())) insert_cv_.notify_all();
-  if (waiting_samples_ > 0 && (cancelled_ || CanSampleOne())) sample_cv_.notify_all();
+  if (waiting_inserts_ > 0 && (cancelled_ || AllowsInserts(1))) insert_cv_.notify_all();
+  if (waiting_samples_ > 0 && (cancelled_ || AllowsSamples(1))) sample_cv_.notify_all();
 }
 
 void RateLimiter::RecordInsert() noexcept {
@@ -212,12 +206,12 @@ bool RateLimiter::Await(std::unique_lock<std::mutex>& lock, const Deadline& dead
 
 bool RateLimiter::AwaitCanInsert(std::unique_lock<std::mutex>& lock, const Deadline& deadline) {
   return Await(lock, deadline, insert_cv_, waiting_inserts_, blocked_inserts_, "insert",
-               [this] { return CanInsertOne(); });
+               [this] { return AllowsInserts(1); });
 }
 
 bool RateLimiter::AwaitCanSample(std::unique_lock<std::mutex>& lock, const Deadline& deadline) {
   return Await(lock, deadline, sample_cv_, waiting_samples_, blocked_samples_, "sample",
-               [this] { return CanSampleOne(); });
+               [this] { return AllowsSamples(1); });
 }
 
 RateLimiterInfo RateLimiter::Info() const noexcept {

@@ -103,8 +103,9 @@ class RateLimiter {
   RateLimiterInfo Info() const noexcept;
 
  private:
-  bool CanInsertOne() const noexcept;
-  bool CanSampleOne() const noexcept;
+  // The predicates for n >= 1, unchecked.
+  bool AllowsInserts(int64_t n) const noexcept;
+  bool AllowsSamples(int64_t n) const noexcept;
   void NotifyWaiters() noexcept;
   template <typename Ready>
   bool Await(std::unique_lock<std::mutex>& lock, const Deadline& deadline, std::condition_variable& cv,
