@@ -74,9 +74,7 @@ void Table::InsertLocked(std::shared_ptr<const Item> item, double priority, Rele
   if (Entry* existing = items_.Find(key)) {
     // A known key only changes priority; the new copy of the data is dropped
     // (after the lock is released) and the limiter counts no insert.
-    sampler_->Update(key, priority);
-    remover_->Update(key, priority);
-    existing->priority = priority;
+    UpdateLocked(key, *existing, priority);
     released.push_back(std::move(item));
     return;
   }
@@ -94,6 +92,12 @@ void Table::InsertLocked(std::shared_ptr<const Item> item, double priority, Rele
     // The remover sees the new item too, so it may be the one evicted.
     DeleteLocked(remover_->Sample().key, released);
   }
+}
+
+void Table::UpdateLocked(uint64_t key, Entry& entry, double priority) {
+  sampler_->Update(key, priority);
+  remover_->Update(key, priority);
+  entry.priority = priority;
 }
 
 void Table::CountSample(Entry& entry) noexcept {
@@ -212,9 +216,7 @@ MutateResult Table::MutatePriorities(const std::vector<std::pair<uint64_t, doubl
   for (const auto& [key, priority] : updates) {
     Entry* entry = items_.Find(key);
     if (entry == nullptr) continue;
-    sampler_->Update(key, priority);
-    remover_->Update(key, priority);
-    entry->priority = priority;
+    UpdateLocked(key, *entry, priority);
     ++result.num_updated;
   }
   for (const uint64_t key : deletes) {

@@ -103,6 +103,7 @@ class Table {
   // The following require mu_ to be held.
   void InsertLocked(std::shared_ptr<const Item> item, double priority, Released& released);
   void DeleteLocked(uint64_t key, Released& released);
+  void UpdateLocked(uint64_t key, Entry& entry, double priority);
   void CountSample(Entry& entry) noexcept;
   void AddReferences(const Item& item);
   void RemoveReferences(const Item& item);
