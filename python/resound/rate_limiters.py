@@ -28,8 +28,14 @@ __all__ = ["MinSize", "Queue", "RateLimiter", "SampleToInsertRatio", "Stack"]
 _log = logging.getLogger(__name__)
 
 
+def _check_integer(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return int(value)
+
+
 def _check_int(value: object, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+    if _check_integer(value, name) < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
 
@@ -137,23 +143,19 @@ class SampleToInsertRatio(RateLimiter):
                 "error_buffer must be a number or a (min_diff, max_diff) pair, "
                 f"got {error_buffer!r}"
             )
-        if not isinstance(min_size_to_sample, numbers.Integral) or isinstance(
-            min_size_to_sample, bool
-        ):
-            raise ValueError(
-                f"min_size_to_sample must be an integer >= 1, got {min_size_to_sample!r}"
-            )
-        # The core validates in Reverb's order and names the failing argument.
-        core = _core.RateLimiter.sample_to_insert_ratio(spi, int(min_size_to_sample), buffer)
-        if core.max_diff < spi * int(min_size_to_sample):
+        # Only the type is checked here: the core checks the values in Reverb's
+        # order and names the failing argument.
+        min_size = _check_integer(min_size_to_sample, "min_size_to_sample")
+        core = _core.RateLimiter.sample_to_insert_ratio(spi, min_size, buffer)
+        if core.max_diff < spi * min_size:
             _log.warning(
                 "max_diff (%s) < samples_per_insert * min_size_to_sample (%s): inserts may block "
                 "before sampling can start, which deadlocks unless inserts and samples run "
                 "concurrently.",
                 core.max_diff,
-                spi * int(min_size_to_sample),
+                spi * min_size,
             )
-        super().__init__(spi, int(min_size_to_sample), core.min_diff, core.max_diff)
+        super().__init__(spi, min_size, core.min_diff, core.max_diff)
 
 
 class Queue(RateLimiter):
