@@ -4,14 +4,17 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstddef>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "conversions.h"
 #include "register.h"
+#include "resound/column_gather.h"
 #include "resound/errors.h"
 #include "resound/selectors/item_selector.h"
 #include "resound/table.h"
@@ -78,6 +81,44 @@ const SampledItem& At(const SampleBatch& batch, py::ssize_t index) {
   return batch.samples[static_cast<size_t>(index)];
 }
 
+size_t NumColumns(const SampleBatch& batch) noexcept {
+  return batch.samples.empty() ? 0 : batch.samples.front().item->trajectory().size();
+}
+
+// One array per column of the first sample, None where the column cannot be
+// stacked. Arrays are allocated with the GIL (numpy needs it) and filled
+// without it.
+py::list StackColumns(const SampleBatch& batch) {
+  const size_t num_columns = NumColumns(batch);
+  std::vector<std::optional<ColumnLayout>> layouts;
+  layouts.reserve(num_columns);
+  {
+    py::gil_scoped_release release;
+    for (size_t c = 0; c < num_columns; ++c) layouts.push_back(PlanColumn(batch.samples, c));
+  }
+  py::list arrays;
+  std::vector<std::span<std::byte>> outputs(num_columns);
+  for (size_t c = 0; c < num_columns; ++c) {
+    if (!layouts[c]) {
+      arrays.append(py::none());
+      continue;
+    }
+    const auto shape = layouts[c]->Shape(batch.samples.size());
+    py::array array(py::dtype(layouts[c]->dtype.str()), std::vector<py::ssize_t>(shape.begin(), shape.end()));
+    outputs[c] = {static_cast<std::byte*>(array.mutable_data()), static_cast<size_t>(array.nbytes())};
+    arrays.append(std::move(array));
+  }
+  {
+    // The arrays are referenced only by `arrays`, which no other thread can
+    // see yet, and the batch never changes after Table.sample returns it.
+    py::gil_scoped_release release;
+    for (size_t c = 0; c < num_columns; ++c) {
+      if (layouts[c]) GatherColumn(batch.samples, c, *layouts[c], outputs[c]);
+    }
+  }
+  return arrays;
+}
+
 SelectorOptions OptionsOf(const std::shared_ptr<ItemSelector>& selector, const char* argument) {
   if (!selector) throw InvalidArgumentError(std::string(argument) + " must be a selector, got None");
   return selector->options();
@@ -96,6 +137,7 @@ void RegisterTable(py::module_& m) {
 Samples returned by Table.sample: a sequence of SampledItem (len, indexing,
 iteration) whose info fields are also available as numpy arrays.
 )doc")
+      .def(py::init<>(), "An empty batch (Table.sample never returns one; for callers with nothing to return).")
       .def("__len__", [](const SampleBatch& b) { return b.samples.size(); })
       .def("__getitem__", [](const SampleBatch& b, py::ssize_t i) { return At(b, i); }, py::arg("index"))
       .def("__iter__", [](const SampleBatch& b) { return py::make_iterator(b.samples.begin(), b.samples.end()); },
@@ -120,7 +162,15 @@ iteration) whose info fields are also available as numpy arrays.
       })
       .def_property_readonly("rate_limited", [](const SampleBatch& b) {
         return Column<bool>(b, [](const SampledItem& s) { return s.rate_limited; });
-      });
+      })
+      .def_property_readonly("num_columns", &NumColumns, "Columns of the first sample (0 for an empty batch).")
+      .def("stack_columns", &StackColumns, R"doc(
+One numpy array per column of the first sample: [batch, rows, *step_shape],
+or [batch, *step_shape] for a squeezed column, copied from the chunks without
+the GIL. A column is None when it cannot be stacked that way (a sample lacks
+it, samples differ in rows or squeeze, or a chunk is compressed, delta encoded
+or of another dtype or step shape); decode those item by item. An empty batch
+gives [].)doc");
 
   py::class_<ItemSnapshot> snapshot(m, "ItemSnapshot", "An item as stored in a table.");
   DefineItemView(snapshot);

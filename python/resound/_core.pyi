@@ -1,7 +1,10 @@
 """Type stubs for resound._core, the C++ core (see cpp/bindings)."""
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, SupportsIndex
+
+import numpy as np
+import numpy.typing as npt
 
 Slice = tuple[SupportsIndex, SupportsIndex, SupportsIndex]  # (chunk_key, offset, length)
 Column = tuple[Sequence[Slice], bool]  # (slices, squeeze)
@@ -175,6 +178,35 @@ class SampledItem(_ItemView):
     @property
     def rate_limited(self) -> bool: ...
 
+class SampleBatch:
+    """Samples of one Table.sample call; info fields also as numpy arrays."""
+
+    def __init__(self) -> None:
+        """An empty batch (Table.sample never returns one)."""
+    def __len__(self) -> int: ...
+    def __getitem__(self, index: int) -> SampledItem: ...
+    def __iter__(self) -> Iterator[SampledItem]: ...
+    @property
+    def keys(self) -> npt.NDArray[np.uint64]: ...
+    @property
+    def priorities(self) -> npt.NDArray[np.float64]: ...
+    @property
+    def probabilities(self) -> npt.NDArray[np.float64]: ...
+    @property
+    def times_sampled(self) -> npt.NDArray[np.int32]: ...
+    @property
+    def table_sizes(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def inserted_at(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def rate_limited(self) -> npt.NDArray[np.bool_]: ...
+    @property
+    def num_columns(self) -> int:
+        """Columns of the first sample (0 for an empty batch)."""
+    def stack_columns(self) -> list[np.ndarray | None]:
+        """One array per column ([batch, rows, *step_shape], or [batch, *step_shape]
+        when squeezed), None where a column cannot be stacked from raw chunk rows."""
+
 class ItemSnapshot(_ItemView): ...
 
 class TableInfo:
@@ -245,7 +277,7 @@ class Table:
         items: Sequence[tuple[SupportsIndex, float, Trajectory]],
         timeout: float | None = None,
     ) -> int: ...
-    def sample(self, num_samples: int = 1, timeout: float | None = None) -> list[SampledItem]: ...
+    def sample(self, num_samples: int = 1, timeout: float | None = None) -> SampleBatch: ...
     def mutate_priorities(
         self,
         updates: Mapping[int, float] | Iterable[tuple[int, float]] | None = None,
