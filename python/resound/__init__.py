@@ -1,31 +1,77 @@
 """resound: experience replay and data transport for reinforcement learning.
 
-The C++ core lives in :mod:`resound._core`; the Reverb-compatible API is
-built on it in this package (``import resound as reverb``).
+Reverb's Python API without TensorFlow (``import resound as reverb``), on a
+C++ core (:mod:`resound._core`), with numpy in and out.
 
 Example:
     >>> import resound as reverb
-    >>> reverb.selectors.Prioritized(0.6)
-    PrioritizedSelector(priority_exponent=0.6)
-    >>> reverb.rate_limiters.Queue(10)
-    RateLimiter(samples_per_insert=1.0, min_size_to_sample=1, min_diff=0.0, max_diff=10.0)
+    >>> server = reverb.Server(tables=[
+    ...     reverb.Table(
+    ...         name='my_table',
+    ...         sampler=reverb.selectors.Uniform(),
+    ...         remover=reverb.selectors.Fifo(),
+    ...         max_size=100,
+    ...         rate_limiter=reverb.rate_limiters.MinSize(1)),
+    ... ])
+    >>> client = reverb.Client(f'localhost:{server.port}')
+    >>> client.insert([0, 1], priorities={'my_table': 1.0})
+    >>> client.server_info()['my_table'].current_size
+    1
 """
 
-from resound import _core, errors, item_selectors, rate_limiters
-from resound.errors import CancelledError, DeadlineExceededError, ReverbError
+from typing import Any
+
+from resound import _core, errors, item_selectors, nest, rate_limiters, specs
+from resound.batch_iterator import BatchIterator
+from resound.client import Client
+from resound.errors import CancelledError, DeadlineExceededError, NotFoundError, ReverbError
+from resound.replay_sample import ReplaySample, SampleInfo
+from resound.server import Server
+from resound.specs import TensorSpec
+from resound.table import Table
+from resound.table_info import TableInfo
+from resound.trajectory_writer import CellRef, TrajectoryColumn, TrajectoryWriter
 
 # Reverb exposes the selectors module under both names.
 selectors = item_selectors
 
 __all__ = [
+    "BatchIterator",
     "CancelledError",
+    "CellRef",
+    "Client",
     "DeadlineExceededError",
+    "NotFoundError",
+    "ReplaySample",
     "ReverbError",
+    "SampleInfo",
+    "Server",
+    "Table",
+    "TableInfo",
+    "TensorSpec",
+    "TrajectoryColumn",
+    "TrajectoryWriter",
     "__version__",
     "_core",
     "errors",
     "item_selectors",
+    "nest",
     "rate_limiters",
     "selectors",
+    "specs",
+    "structured",
+    "structured_writer",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    # The structured writer module is imported on first use (Reverb also
+    # calls it `structured`).
+    if name in ("structured_writer", "structured"):
+        import importlib
+
+        module = importlib.import_module("resound.structured_writer")
+        globals()["structured_writer"] = globals()["structured"] = module
+        return module
+    raise AttributeError(f"module 'resound' has no attribute {name!r}")

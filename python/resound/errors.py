@@ -3,12 +3,16 @@
 ``ReverbError`` is the base of resound's own errors;
 ``DeadlineExceededError`` is raised when a call reaches its timeout and
 ``CancelledError`` (also a ``RuntimeError``) when a table is closed while or
-before the call runs. Bad arguments raise ``ValueError`` (or ``KeyError`` for
-unknown keys) naming the argument.
+before the call runs. ``NotFoundError`` (unknown table) is both a
+``KeyError`` and, as Reverb raises for that case, a ``RuntimeError``. Bad
+arguments raise ``ValueError`` (or ``KeyError`` for unknown keys) naming the
+argument.
 
 Example:
     >>> from resound import errors
     >>> issubclass(errors.DeadlineExceededError, errors.ReverbError)
+    True
+    >>> issubclass(errors.NotFoundError, RuntimeError)
     True
 """
 
@@ -16,4 +20,11 @@ from __future__ import annotations
 
 from resound._core import CancelledError, DeadlineExceededError, ReverbError
 
-__all__ = ["CancelledError", "DeadlineExceededError", "ReverbError"]
+__all__ = ["CancelledError", "DeadlineExceededError", "NotFoundError", "ReverbError"]
+
+
+class NotFoundError(ReverbError, KeyError, RuntimeError):
+    """A named table (or other resource) does not exist."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""

@@ -1,9 +1,9 @@
 """Item selectors (Reverb's ``reverb.selectors``): how a table chooses items
 to sample (``sampler``) and to evict (``remover``).
 
-Each selector object only describes a selector; every table builds fresh
-selector state of its own from it, so one object may safely configure
-several tables.
+Each selector object only describes a selector; the table builds its own
+selector state from it. As in Reverb, one selector object belongs to one
+table: giving it to a second table raises ValueError.
 
 Example:
     >>> from resound import selectors
@@ -30,6 +30,7 @@ __all__ = [
     "MinHeap",
     "Prioritized",
     "Uniform",
+    "from_options",
 ]
 
 
@@ -148,3 +149,24 @@ def MinHeap() -> HeapSelector:  # noqa: N802 - Reverb's name for a constructor
 def MaxHeap() -> HeapSelector:  # noqa: N802 - Reverb's name for a constructor
     """A HeapSelector returning the highest priority first."""
     return HeapSelector(min_heap=False)
+
+
+def from_options(options: _core.SelectorOptions) -> ItemSelector:
+    """The selector object described by core options (used by TableInfo).
+
+    Example:
+        >>> from_options(Prioritized(0.5).options)
+        PrioritizedSelector(priority_exponent=0.5)
+    """
+    kind = options.kind
+    if kind == "uniform":
+        return Uniform(seed=options.seed)
+    if kind == "prioritized":
+        return Prioritized(options.priority_exponent, seed=options.seed)
+    if kind == "fifo":
+        return Fifo()
+    if kind == "lifo":
+        return Lifo()
+    if kind in ("min_heap", "max_heap"):
+        return HeapSelector(min_heap=kind == "min_heap")
+    raise ValueError(f"unknown selector kind {kind!r}")

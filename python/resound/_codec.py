@@ -1,0 +1,100 @@
+"""The chunk codec: numpy rows <-> chunk payload bytes (optionally lz4, delta).
+
+A chunk holds ``num_steps`` rows of one column, row-major, as the numpy
+dtype given by its type string (``'<f4'``, ``'|S7'``, ...). Compression
+``'lz4'`` stores the lz4 block of those bytes; ``delta_encoded`` (integer
+columns of rank >= 1 per step) stores row differences, which compress far
+better for slowly changing counters or pixels.
+
+Reading is the reverse: a chunk becomes an array ``[num_steps, *shape]``,
+a zero-copy view of the stored bytes when the chunk is uncompressed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["COMPRESSIONS", "decode_chunk", "encode_rows", "gather_item"]
+
+COMPRESSIONS = ("none", "lz4")
+
+
+def _lz4() -> Any:
+    import lz4.block  # imported on first use: only lz4 chunks need it
+
+    return lz4.block
+
+
+def check_compression(compression: str) -> str:
+    if compression not in COMPRESSIONS:
+        raise ValueError(f"compression must be one of {COMPRESSIONS}, got {compression!r}")
+    return compression
+
+
+def can_delta_encode(rows: np.ndarray) -> bool:
+    """Delta encoding applies to integer columns whose steps have rank >= 1."""
+    return rows.dtype.kind in "iu" and rows.ndim >= 2
+
+
+def encode_rows(rows: np.ndarray, compression: str, delta: bool) -> tuple[Any, bool]:
+    """Payload for ``rows`` (shape ``[steps, ...]``) and whether it is delta encoded.
+
+    With no compression and no delta the array itself is returned: the core
+    copies it straight into the chunk.
+    """
+    delta = delta and can_delta_encode(rows)
+    if delta:
+        unsigned = np.ascontiguousarray(rows).view(f"u{rows.dtype.itemsize}")
+        flat = unsigned.reshape(len(rows), -1)
+        encoded = np.empty_like(flat)
+        encoded[0] = flat[0]
+        np.subtract(flat[1:], flat[:-1], out=encoded[1:])  # wraps modulo 2**bits
+        rows = encoded
+    if compression == "lz4":
+        return _lz4().compress(np.ascontiguousarray(rows).data, store_size=False), delta
+    return np.ascontiguousarray(rows), delta
+
+
+def decode_chunk(chunk: Any) -> np.ndarray:
+    """The rows of a core chunk as an array ``[num_steps, *shape]``."""
+    dtype = np.dtype(chunk.dtype)
+    shape = (chunk.num_steps, *chunk.shape)
+    if chunk.compression == "lz4":
+        raw = _lz4().decompress(memoryview(chunk), uncompressed_size=chunk.uncompressed_size)
+        array = np.frombuffer(raw, dtype=dtype)
+    else:
+        array = np.frombuffer(chunk, dtype=dtype)  # a view; keeps the chunk alive
+    array = array.reshape(shape)
+    if chunk.delta_encoded:
+        unsigned = array.view(f"u{dtype.itemsize}").reshape(shape[0], -1)
+        array = np.cumsum(unsigned, axis=0, dtype=unsigned.dtype).view(dtype).reshape(shape)
+    return array
+
+
+def gather_item(
+    trajectory: list[tuple[list[tuple[int, int, int]], bool]],
+    chunks: Any,
+    cache: dict[int, np.ndarray],
+) -> list[np.ndarray]:
+    """The columns of one item, decoding each chunk once per ``cache``."""
+    columns = []
+    for slices, squeeze in trajectory:
+        parts = []
+        for key, offset, length in slices:
+            rows = cache.get(key)
+            if rows is None:
+                rows = cache[key] = decode_chunk(_find(chunks, key))
+            parts.append(rows[offset : offset + length])
+        # A copy: the caller owns writable data that does not pin the chunk.
+        column = parts[0].copy() if len(parts) == 1 else np.concatenate(parts)
+        columns.append(column[0] if squeeze else column)
+    return columns
+
+
+def _find(chunks: Any, key: int) -> Any:
+    for chunk in chunks:
+        if chunk.key == key:
+            return chunk
+    raise KeyError(f"chunk {key} is not among the item's chunks")

@@ -1,0 +1,506 @@
+"""``resound.Client``: writes, samples and manages tables (Reverb's Client).
+
+The same API works over every transport: in-process (``Server(...,
+listen=False).in_process_client()``, or any address of a server in this
+process) and, later, remote over gRPC.
+
+Beyond Reverb: ``sample`` takes a ``timeout``; ``sample_batch`` returns a
+whole batch as stacked numpy arrays; ``sample_batches`` prefetches such
+batches on a background thread; ``update_priorities`` is on the client.
+
+Example:
+    >>> import numpy as np, resound
+    >>> server = resound.Server([resound.Table(
+    ...     'replay', resound.selectors.Uniform(), resound.selectors.Fifo(), 100,
+    ...     resound.rate_limiters.MinSize(1))], listen=False)
+    >>> client = server.in_process_client()
+    >>> client.insert({'obs': np.ones(3, np.float32)}, priorities={'replay': 1.0})
+    >>> batch = client.sample_batch('replay', batch_size=4)
+    >>> batch.data[0].shape, batch.info.key.shape
+    ((4, 1, 3), (4,))
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from resound import _codec, _core, nest
+from resound.batch_iterator import BatchIterator
+from resound.errors import DeadlineExceededError
+from resound.replay_sample import ReplaySample, SampleInfo
+from resound.trajectory_writer import TrajectoryWriter, _as_array, _random_source
+
+if TYPE_CHECKING:
+    from resound.server import Server
+    from resound.structured_writer import Config, StructuredWriter
+    from resound.table_info import TableInfo
+
+__all__ = ["Client"]
+
+
+class Client:
+    """A client of one server. Constructing it contacts nothing.
+
+    Args:
+      server_address: ``'host:port'`` of the server.
+    """
+
+    def __init__(self, server_address: str) -> None:
+        if not isinstance(server_address, str) or not server_address:
+            raise ValueError(
+                f"server_address must be a nonempty 'host:port' str, got {server_address!r}"
+            )
+        self._address = server_address
+        self._transport_obj: Any = None
+        self._random = _random_source()
+
+    @classmethod
+    def _in_process(cls, server: Server) -> Client:
+        from resound._transport.embedded import EmbeddedTransport
+
+        address = f"localhost:{server.port}" if server.port is not None else "in-process"
+        client = cls.__new__(cls)
+        client._address = address
+        client._transport_obj = EmbeddedTransport(server)
+        client._random = _random_source()
+        return client
+
+    @property
+    def server_address(self) -> str:
+        return self._address
+
+    @property
+    def _transport(self) -> Any:
+        transport = self._transport_obj
+        if transport is None:
+            from resound._transport.embedded import EmbeddedTransport
+            from resound.server import find_local_server
+
+            server = find_local_server(self._address)
+            if server is None:
+                raise ConnectionError(
+                    f"no resound server is serving {self._address!r} in this process, and the "
+                    "remote (gRPC) transport is not available in this version"
+                )
+            transport = self._transport_obj = EmbeddedTransport(server)
+        return transport
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if self._address == "in-process":
+            raise TypeError("an in-process client of an embedded server cannot be pickled")
+        return (Client, (self._address,))
+
+    def __repr__(self) -> str:
+        return f"Client, server_address={self._address}"
+
+    # --- writing
+
+    def insert(
+        self, data: Any, priorities: Mapping[str, float], *, timeout: float | None = None
+    ) -> None:
+        """Inserts one step of ``data`` as an item (of length 1) into each table
+        of ``priorities`` ({table: priority}); blocks while a rate limiter
+        refuses, at most ``timeout`` seconds per table (None: forever).
+
+        The data is stored once and shared by every table's item.
+        """
+        if not priorities:
+            raise ValueError("priorities must contain at least one item (table name -> priority)")
+        if not isinstance(priorities, Mapping):
+            raise ValueError(f"priorities must be a dict {{table: priority}}, got {priorities!r}")
+        timeout = _check_timeout(timeout)
+        transport = self._transport
+        metas = {}
+        for table, priority in priorities.items():
+            meta = metas[table] = transport.table_info_for_writer(table)
+            _check_priority(priority, meta.prioritized, table)
+        leaves = nest.flatten(data)
+        if not leaves:
+            raise ValueError("data must hold at least one value")
+        draw = self._random.getrandbits
+        chunks = []
+        columns = []
+        episode = draw(64)
+        for index, leaf in enumerate(leaves):
+            if leaf is None:
+                raise ValueError(f"data must not hold None (value {index} of the flattened data)")
+            array = _as_array(leaf)
+            key = draw(64)
+            chunks.append(
+                transport.add_chunk(key, array, array.dtype.str, array.shape, 1, episode_id=episode)
+            )
+            columns.append(([(key, 0, 1)], False))
+        for table, priority in priorities.items():
+            meta = metas[table]
+            if meta.flat_signature is not None:
+                _check_step_signature(meta, chunks)
+            transport.insert(table, [(draw(64), float(priority), columns)], timeout)
+        del chunks  # the items hold the chunks from here on
+
+    def trajectory_writer(
+        self,
+        num_keep_alive_refs: int,
+        *,
+        validate_items: bool = True,
+        max_chunk_length: int | None = None,
+        compression: str = "none",
+        delta_encoded: bool = False,
+    ) -> TrajectoryWriter:
+        """A writer keeping the last ``num_keep_alive_refs`` steps of each column.
+
+        Args:
+          num_keep_alive_refs: how many recent steps items may reference.
+          validate_items: check each item's table and signature at create_item.
+          max_chunk_length: steps per chunk (default: ``min(num_keep_alive_refs,
+            16)``; at most ``num_keep_alive_refs``).
+          compression: ``'none'`` or ``'lz4'``.
+          delta_encoded: store integer columns as row differences.
+        """
+        return TrajectoryWriter(
+            self._transport,
+            num_keep_alive_refs,
+            validate_items=validate_items,
+            max_chunk_length=max_chunk_length,
+            compression=compression,
+            delta_encoded=delta_encoded,
+        )
+
+    def structured_writer(self, configs: Sequence[Config]) -> StructuredWriter:
+        """A writer that creates items from patterns (see resound.structured_writer)."""
+        from resound import structured_writer
+
+        if not configs:
+            raise ValueError("At least one config must be provided.")
+        prepared = structured_writer.prepare_configs(configs)
+        writer = self.trajectory_writer(
+            structured_writer.required_keep_alive_refs(prepared), validate_items=False
+        )
+        return structured_writer.StructuredWriter(writer, prepared)
+
+    # --- sampling
+
+    def sample(
+        self,
+        table: str,
+        num_samples: int = 1,
+        *,
+        emit_timesteps: bool = True,
+        unpack_as_table_signature: bool = False,
+        timeout: float | None = None,
+    ) -> Iterator[Any]:
+        """Yields ``num_samples`` samples from ``table``, one at a time.
+
+        Each is a ``ReplaySample(info, data)``; with ``emit_timesteps`` (the
+        default) a list of them, one per timestep. Samples are taken from the
+        table in flexible batches (as many as the rate limiter allows at once,
+        up to what is still needed), so abandoning the generator early may
+        leave taken samples unseen. ``timeout`` bounds each wait for the rate
+        limiter (seconds; None: forever) and raises DeadlineExceededError.
+        """
+        num_samples = _check_count(num_samples, "num_samples")
+        timeout = _check_timeout(timeout)
+        transport = self._transport
+        return self._sample_generator(
+            transport, table, num_samples, emit_timesteps, unpack_as_table_signature, timeout
+        )
+
+    def _sample_generator(
+        self,
+        transport: Any,
+        table: str,
+        num_samples: int,
+        emit_timesteps: bool,
+        unpack: bool,
+        timeout: float | None,
+    ) -> Iterator[Any]:
+        signature = transport.signature(table) if unpack else None
+        remaining = num_samples
+        while remaining > 0:
+            batch = transport.sample(table, min(remaining, _core.MAX_SAMPLES_PER_CALL), timeout)
+            remaining -= len(batch)
+            infos = _infos(batch)
+            stacked = _stack(batch)
+            for index, info in enumerate(infos):
+                if stacked is not None:
+                    columns = [column[index, ...] for column in stacked]
+                else:
+                    columns = _codec.gather_item(batch[index].trajectory, batch[index].chunks, {})
+                if emit_timesteps:
+                    yield _timesteps(info, columns, signature)
+                else:
+                    yield ReplaySample(info, _pack(signature, columns))
+
+    def sample_batch(
+        self,
+        table: str,
+        batch_size: int,
+        *,
+        timeout: float | None = None,
+        unpack_as_table_signature: bool = False,
+    ) -> ReplaySample:
+        """Samples ``batch_size`` items as one ``ReplaySample`` of stacked arrays.
+
+        ``info`` fields are numpy arrays of length ``batch_size``; each data
+        leaf is ``[batch_size, time, ...]`` (``[batch_size, ...]`` for squeezed
+        columns), ready for ``torch.from_numpy`` or ``jnp.asarray``. Waits for
+        the rate limiter until the batch is full; ``timeout`` (seconds) bounds
+        the whole call: DeadlineExceededError if no sample arrived in time,
+        otherwise the samples taken so far (a smaller batch, never lost).
+        Items in one batch must have equal shapes per column (ValueError).
+        """
+        batch_size = _check_count(batch_size, "batch_size")
+        timeout = _check_timeout(timeout)
+        transport = self._transport
+        signature = transport.signature(table) if unpack_as_table_signature else None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        parts = _take(transport, table, batch_size, deadline, None)
+        return _batch_sample(parts, signature)
+
+    def sample_batches(
+        self,
+        table: str,
+        batch_size: int,
+        *,
+        num_batches: int | None = None,
+        prefetch: int = 2,
+        timeout: float | None = None,
+        unpack_as_table_signature: bool = False,
+    ) -> BatchIterator:
+        """An iterator of ``sample_batch`` results, prefetched on a thread.
+
+        Yields ``num_batches`` batches (None: until closed). Close it (or use
+        it as a context manager) to stop the thread.
+
+        Example:
+            >>> with client.sample_batches('replay', 256) as batches:  # doctest: +SKIP
+            ...     for batch in batches:
+            ...         learn(batch.data)
+        """
+        batch_size = _check_count(batch_size, "batch_size")
+        if num_batches is not None:
+            num_batches = _check_count(num_batches, "num_batches")
+        prefetch = _check_count(prefetch, "prefetch")
+        timeout = _check_timeout(timeout)
+        transport = self._transport
+        signature = transport.signature(table) if unpack_as_table_signature else None
+
+        def produce(cancelled: threading.Event) -> ReplaySample | None:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            parts = _take(transport, table, batch_size, deadline, cancelled)
+            return None if cancelled.is_set() else _batch_sample(parts, signature)
+
+        return BatchIterator(produce, num_batches=num_batches, prefetch=prefetch)
+
+    # --- managing
+
+    def mutate_priorities(
+        self,
+        table: str,
+        updates: Mapping[int, float] | None = None,
+        deletes: Iterable[int] | None = None,
+    ) -> None:
+        """Sets priorities ({key: priority}) and deletes keys, all or nothing:
+        an invalid priority (NaN, inf, negative for Prioritized) rejects the
+        whole call with ValueError. Missing keys are ignored."""
+        self._transport.mutate_priorities(table, updates, deletes)
+
+    def update_priorities(self, table: str, updates: Mapping[int, float]) -> None:
+        """``mutate_priorities(table, updates=updates)``."""
+        self._transport.mutate_priorities(table, updates, None)
+
+    def reset(self, table: str) -> None:
+        """Removes every item of ``table`` and zeroes its rate limiter counters."""
+        self._transport.reset(table)
+
+    def server_info(self, timeout: int | None = None) -> dict[str, TableInfo]:
+        """TableInfo of every table by name (``timeout`` in seconds)."""
+        return self._transport.server_info(_check_timeout(timeout))
+
+    def checkpoint(self) -> str:
+        """Writes a checkpoint of the server; not supported yet."""
+        raise NotImplementedError("checkpointing is not supported yet")
+
+
+# --- helpers
+
+
+def _check_count(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return int(value)
+
+
+def _check_timeout(timeout: Any) -> float | None:
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout >= 0:
+        raise ValueError(f"timeout must be None (wait forever) or seconds >= 0, got {timeout!r}")
+    return float(timeout)
+
+
+def _check_priority(priority: Any, prioritized: bool, table: str) -> float:
+    if isinstance(priority, bool) or not isinstance(priority, numbers.Real):
+        raise ValueError(f"priority for table {table!r} must be a number, got {priority!r}")
+    value = float(priority)
+    if not math.isfinite(value):
+        raise ValueError(f"priority for table {table!r} must be finite, got {value}")
+    if prioritized and value < 0:
+        raise ValueError(
+            f"priority for table {table!r} must be >= 0 (Prioritized selector), got {value}"
+        )
+    return value
+
+
+def _check_step_signature(meta: Any, chunks: list[Any]) -> None:
+    from resound import specs
+
+    expected = meta.flat_signature
+    if len(chunks) != len(expected):
+        raise ValueError(
+            f"data has {len(chunks)} values but the signature of table {meta.name!r} has "
+            f"{len(expected)}"
+        )
+    for index, (chunk, spec) in enumerate(zip(chunks, expected, strict=False)):
+        dtype = np.dtype(chunk.dtype)
+        step = tuple(chunk.shape)
+        if not specs.dtypes_match(spec.dtype, dtype) or not (
+            specs.shapes_compatible(spec.shape, step)
+            or specs.shapes_compatible(spec.shape, (1, *step))
+        ):
+            raise ValueError(
+                f"value {index} of data ({dtype} {list(step)}) does not match the signature of "
+                f"table {meta.name!r}: {spec}"
+            )
+
+
+# While a caller may cancel, the rate limiter is waited for in slices this long.
+_CANCEL_CHECK_SECONDS = 0.1
+
+
+def _take(
+    transport: Any,
+    table: str,
+    count: int,
+    deadline: float | None,
+    cancelled: threading.Event | None,
+) -> list[Any]:
+    """Core sample batches holding ``count`` samples in all, fewer if the
+    deadline passes after the first sample or ``cancelled`` is set."""
+    parts: list[Any] = []
+    taken = 0
+    while taken < count:
+        wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+        if cancelled is not None:
+            if cancelled.is_set():
+                break
+            wait = _CANCEL_CHECK_SECONDS if wait is None else min(wait, _CANCEL_CHECK_SECONDS)
+        try:
+            part = transport.sample(table, min(count - taken, _core.MAX_SAMPLES_PER_CALL), wait)
+        except DeadlineExceededError:
+            if deadline is not None and time.monotonic() >= deadline:
+                if not parts:
+                    raise
+                break
+            continue  # only a cancellation check slice ended
+        parts.append(part)
+        taken += len(part)
+    return parts
+
+
+def _infos(batch: Any) -> list[SampleInfo]:
+    return [
+        SampleInfo(*fields)
+        for fields in zip(
+            batch.keys.tolist(),
+            batch.probabilities.tolist(),
+            batch.table_sizes.tolist(),
+            batch.priorities.tolist(),
+            batch.times_sampled.tolist(),
+            strict=False,
+        )
+    ]
+
+
+def _stack(batch: Any) -> list[np.ndarray] | None:
+    """Every column stacked over the batch by the core, or None if some column
+    needs decoding item by item (compressed chunks, unequal lengths)."""
+    stack_columns = getattr(batch, "stack_columns", None)
+    if stack_columns is None:
+        return None
+    columns = stack_columns()
+    if any(column is None for column in columns):
+        return None
+    return columns
+
+
+def _pack(signature: Any, columns: list[np.ndarray]) -> Any:
+    if signature is None:
+        return columns
+    if len(nest.flatten(signature)) != len(columns):
+        raise ValueError(
+            f"the sample has {len(columns)} columns but the table signature has "
+            f"{len(nest.flatten(signature))}"
+        )
+    return nest.unflatten_as(signature, columns)
+
+
+def _timesteps(info: SampleInfo, columns: list[np.ndarray], signature: Any) -> list[ReplaySample]:
+    lengths = {len(column) for column in columns}
+    if len(lengths) != 1:
+        raise ValueError("Can't split non timestep trajectory into timesteps.")
+    (length,) = lengths
+    return [
+        ReplaySample(info, _pack(signature, [column[t, ...] for column in columns]))
+        for t in range(length)
+    ]
+
+
+def _batch_sample(parts: list[Any], signature: Any) -> ReplaySample:
+    columns: list[np.ndarray] | None = None
+    stacked = [_stack(part) for part in parts]
+    if all(s is not None for s in stacked):
+        try:
+            columns = (
+                stacked[0]
+                if len(stacked) == 1
+                else [np.concatenate(c) for c in zip(*stacked, strict=False)]  # type: ignore[arg-type]
+            )
+        except ValueError:
+            columns = None
+    if columns is None:
+        columns = _stack_items(parts)
+    info = SampleInfo(
+        *(
+            np.concatenate([getattr(part, field) for part in parts])
+            for field in ("keys", "probabilities", "table_sizes", "priorities", "times_sampled")
+        )
+    )
+    return ReplaySample(info, _pack(signature, columns))
+
+
+def _stack_items(parts: list[Any]) -> list[np.ndarray]:
+    cache: dict[int, np.ndarray] = {}
+    items = [_codec.gather_item(s.trajectory, s.chunks, cache) for part in parts for s in part]
+    widths = {len(columns) for columns in items}
+    if len(widths) != 1:
+        raise ValueError(
+            f"items in the batch have different numbers of columns ({sorted(widths)}); "
+            "sample them with Client.sample instead"
+        )
+    out = []
+    for index, column in enumerate(zip(*items, strict=False)):
+        shapes = {c.shape for c in column}
+        if len(shapes) != 1:
+            raise ValueError(
+                f"column {index} has different shapes across the batch ({sorted(shapes)}); "
+                "sample_batch needs equal shapes per column, use Client.sample instead"
+            )
+        out.append(np.stack(column))
+    return out

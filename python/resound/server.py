@@ -1,0 +1,186 @@
+"""``resound.Server``: hosts tables for clients.
+
+``Server(tables)`` hosts the tables under an address ``localhost:<port>``
+(Reverb's behaviour); ``Server(tables, listen=False)`` is the embedded mode:
+no socket at all, only in-process clients, which call the C++ core directly.
+A ``Client`` given the address of a server in the same process also takes the
+in-process path.
+
+Example:
+    >>> import resound
+    >>> with resound.Server([resound.Table.queue('q', 10)], listen=False) as server:
+    ...     client = server.in_process_client()
+    ...     client.insert([1.0, 2.0], priorities={'q': 1.0})
+    ...     [s.data for s in client.sample('q', emit_timesteps=False)]
+    [[array([1.]), array([2.])]]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import weakref
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from resound.table import Table
+
+if TYPE_CHECKING:
+    from resound.client import Client
+
+__all__ = ["Server", "find_local_server"]
+
+_LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0", "[::]", "")
+_servers_by_port: weakref.WeakValueDictionary[int, Server] = weakref.WeakValueDictionary()
+_registry_lock = threading.Lock()
+
+
+def find_local_server(address: str) -> Server | None:
+    """The running server of this process that ``address`` names, if any."""
+    target = address
+    for prefix in ("dns:///", "ipv4:", "ipv6:"):
+        if target.startswith(prefix):
+            target = target[len(prefix) :]
+    host, _, port = target.rpartition(":")
+    if host not in _LOCAL_HOSTS and host != socket.gethostname():
+        return None
+    try:
+        number = int(port)
+    except ValueError:
+        return None
+    with _registry_lock:
+        server = _servers_by_port.get(number)
+    return server if server is not None and server.running else None
+
+
+def _pick_free_port() -> int:
+    # Asks the OS for a free port; the socket is closed again at once.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class Server:
+    """Hosts ``tables``; see the module docstring.
+
+    Args:
+      tables: the tables to host (at least one, unique names).
+      port: the port of the address to serve under; None picks a free one.
+        Ignored in embedded mode.
+      checkpointer: restores state at start and writes checkpoints (not yet
+        supported: must be None).
+      listen: False for the embedded mode (no socket, in-process clients only).
+    """
+
+    def __init__(
+        self,
+        tables: Sequence[Table] | None = None,
+        port: int | None = None,
+        checkpointer: Any = None,
+        *,
+        listen: bool = True,
+    ) -> None:
+        if not tables:
+            raise ValueError("At least one table must be provided")
+        tables = list(tables)
+        for table in tables:
+            if not isinstance(table, Table):
+                raise ValueError(f"tables must hold resound.Table objects, got {table!r}")
+        names = [table.name for table in tables]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(
+                f"Multiple items in tables have the same name: {', '.join(duplicates)}"
+            )
+        if checkpointer is not None:
+            raise NotImplementedError("checkpointer is not supported yet; pass None")
+        if port is not None and (isinstance(port, bool) or not isinstance(port, int)):
+            raise ValueError(f"port must be an int in [1, 65535] or None, got {port!r}")
+        if port is not None and not 0 < port < 65536:
+            raise ValueError(f"port must be an int in [1, 65535] or None, got {port!r}")
+        self._tables = {table.name: table for table in tables}
+        self._stopped = threading.Event()
+        self._port: int | None = None
+        if listen:
+            self._port = port if port is not None else _pick_free_port()
+            with _registry_lock:
+                if self._port in _servers_by_port and _servers_by_port[self._port].running:
+                    raise ValueError(f"port {self._port} is already served by this process")
+                _servers_by_port[self._port] = self
+
+    @property
+    def port(self) -> int | None:
+        """The port clients reach this server on; None in embedded mode."""
+        return self._port
+
+    @property
+    def running(self) -> bool:
+        return not self._stopped.is_set()
+
+    @property
+    def tables(self) -> dict[str, Table]:
+        """The hosted tables by name."""
+        return dict(self._tables)
+
+    def table(self, name: str) -> Table:
+        """The hosted table called ``name``; NotFoundError if there is none."""
+        from resound.errors import NotFoundError
+
+        try:
+            return self._tables[name]
+        except KeyError:
+            raise NotFoundError(
+                f"Priority table {name} was not found. The following tables exist: "
+                f"{', '.join(sorted(self._tables))}."
+            ) from None
+
+    def in_process_client(self) -> Client:
+        """A client that calls this server's tables directly (no socket)."""
+        from resound.client import Client
+
+        return Client._in_process(self)
+
+    def localhost_client(self) -> Client:
+        """A client for this server; in-process, since it shares this process."""
+        from resound.client import Client
+
+        if self._port is None:
+            return self.in_process_client()
+        return Client(f"localhost:{self._port}")
+
+    def stop(self) -> None:
+        """Closes every table: blocked and later calls raise CancelledError.
+        Idempotent."""
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        for table in self._tables.values():
+            table._core.close()
+        if self._port is not None:
+            with _registry_lock:
+                if _servers_by_port.get(self._port) is self:
+                    del _servers_by_port[self._port]
+
+    def wait(self) -> None:
+        """Blocks until :meth:`stop` is called (Ctrl-C raises KeyboardInterrupt
+        and stops the server)."""
+        try:
+            self._stopped.wait()
+        except KeyboardInterrupt:
+            self.stop()
+            raise
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # the interpreter may be shutting down
+            self.stop()
+
+    def __repr__(self) -> str:
+        where = f"port={self._port}" if self._port is not None else "embedded"
+        return f"Server({where}, tables={list(self._tables.values())!r})"

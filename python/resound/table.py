@@ -1,0 +1,234 @@
+"""``resound.Table``: a replay table (Reverb's ``reverb.Table``).
+
+A table holds items (a priority and a trajectory over shared chunks), picks
+items to sample with its ``sampler``, evicts with its ``remover`` once it
+holds ``max_size`` items, and gates writers and readers with its rate
+limiter. Items sampled ``max_times_sampled`` times are deleted (< 1: never).
+
+Example:
+    >>> import resound
+    >>> table = resound.Table(
+    ...     name='replay',
+    ...     sampler=resound.selectors.Prioritized(priority_exponent=0.8),
+    ...     remover=resound.selectors.Fifo(),
+    ...     max_size=1_000_000,
+    ...     rate_limiter=resound.rate_limiters.MinSize(1000))
+    >>> table.name, table.can_sample(1)
+    ('replay', False)
+"""
+
+from __future__ import annotations
+
+import numbers
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+from resound import _core, item_selectors, rate_limiters, specs
+from resound.table_info import TableInfo
+
+__all__ = ["Table", "shared_chunk_store"]
+
+# One chunk store per process: every table keeps the chunks its items use
+# here, so a chunk written once serves items in any number of tables.
+_CHUNK_STORE = _core.ChunkStore()
+
+
+def shared_chunk_store() -> _core.ChunkStore:
+    """The process-wide chunk store that embedded tables share."""
+    return _CHUNK_STORE
+
+
+def _claim(component: Any, table: Table, argument: str) -> None:
+    """Binds a selector or limiter object to one table (Reverb forbids sharing)."""
+    owner_ref = getattr(component, "_resound_owner", None)
+    owner = owner_ref() if owner_ref is not None else None
+    if owner is not None and owner is not table:
+        raise ValueError(
+            f"{argument} {component!r} is already used by table {owner.name!r}; create a new "
+            "selector or rate limiter object for each table"
+        )
+    component._resound_owner = weakref.ref(table)
+
+
+class Table:
+    """A replay table. See the module docstring for an example."""
+
+    def __init__(
+        self,
+        name: str,
+        sampler: item_selectors.ItemSelector,
+        remover: item_selectors.ItemSelector,
+        max_size: int,
+        rate_limiter: rate_limiters.RateLimiter,
+        max_times_sampled: int = 0,
+        extensions: Sequence[Any] = (),
+        signature: Any = None,
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"name must be a nonempty str, got {name!r}")
+        if (
+            isinstance(max_size, bool)
+            or not isinstance(max_size, numbers.Integral)
+            or max_size <= 0
+        ):
+            raise ValueError(f"max_size ({max_size!r}) must be a positive integer")
+        if isinstance(max_times_sampled, bool) or not isinstance(
+            max_times_sampled, numbers.Integral
+        ):
+            raise ValueError(f"max_times_sampled must be an integer, got {max_times_sampled!r}")
+        for argument, selector in (("sampler", sampler), ("remover", remover)):
+            if not isinstance(selector, item_selectors.ItemSelector):
+                raise ValueError(
+                    f"{argument} must be a selector from resound.selectors (Uniform, Prioritized, "
+                    f"Fifo, Lifo, MinHeap, MaxHeap), got {selector!r}"
+                )
+        if not isinstance(rate_limiter, rate_limiters.RateLimiter):
+            raise ValueError(
+                "rate_limiter must be a limiter from resound.rate_limiters (MinSize, "
+                f"SampleToInsertRatio, Queue, Stack, RateLimiter), got {rate_limiter!r}"
+            )
+        if extensions:
+            raise ValueError(
+                "extensions are not supported: resound tables have no extension hooks "
+                f"(got {list(extensions)!r})"
+            )
+        if signature is not None:
+            specs.validate_signature(signature)
+        encoded_signature = specs.encode_signature(signature)
+        _claim(sampler, self, "sampler")
+        _claim(remover, self, "remover")
+        _claim(rate_limiter, self, "rate_limiter")
+
+        self._name = name
+        self._sampler = sampler
+        self._remover = remover
+        self._rate_limiter = rate_limiter
+        self._signature = signature
+        self._flat_signature = None if signature is None else specs.flat_signature(signature)
+        self._prioritized = "prioritized" in (sampler.options.kind, remover.options.kind)
+        self._core = _core.Table(
+            name,
+            _make_core_selector(sampler),
+            _make_core_selector(remover),
+            int(max_size),
+            rate_limiter.internal_limiter,
+            int(max_times_sampled),
+            encoded_signature,
+            _CHUNK_STORE,
+        )
+
+    @classmethod
+    def queue(
+        cls, name: str, max_size: int, extensions: Sequence[Any] = (), signature: Any = None
+    ) -> Table:
+        """A FIFO queue: each item is sampled once, in insertion order; inserts
+        block while ``max_size`` items wait and samples block while it is empty.
+
+        Example:
+            >>> Table.queue('q', 100).info.max_times_sampled
+            1
+        """
+        return cls(
+            name=name,
+            sampler=item_selectors.Fifo(),
+            remover=item_selectors.Fifo(),
+            max_size=max_size,
+            max_times_sampled=1,
+            rate_limiter=rate_limiters.Queue(max_size),
+            extensions=extensions,
+            signature=signature,
+        )
+
+    @classmethod
+    def stack(
+        cls, name: str, max_size: int, extensions: Sequence[Any] = (), signature: Any = None
+    ) -> Table:
+        """A LIFO stack: like :meth:`queue` but the newest item comes out first."""
+        return cls(
+            name=name,
+            sampler=item_selectors.Lifo(),
+            remover=item_selectors.Lifo(),
+            max_size=max_size,
+            max_times_sampled=1,
+            rate_limiter=rate_limiters.Stack(max_size),
+            extensions=extensions,
+            signature=signature,
+        )
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def signature(self) -> Any:
+        """The signature given at construction (unchanged), or None."""
+        return self._signature
+
+    @property
+    def info(self) -> TableInfo:
+        """Live state and counters of the table."""
+        return TableInfo.from_core(self._core.info(), self._signature)
+
+    def can_sample(self, num_samples: int) -> bool:
+        """Whether the rate limiter would allow ``num_samples`` samples now
+        (ignores max_size and max_times_sampled, as Reverb does)."""
+        return self._core.can_sample(_check_count(num_samples, "num_samples"))
+
+    def can_insert(self, num_inserts: int) -> bool:
+        """Whether the rate limiter would allow ``num_inserts`` inserts now."""
+        return self._core.can_insert(_check_count(num_inserts, "num_inserts"))
+
+    def replace(
+        self,
+        name: str | None = None,
+        sampler: item_selectors.ItemSelector | None = None,
+        remover: item_selectors.ItemSelector | None = None,
+        max_size: int | None = None,
+        rate_limiter: rate_limiters.RateLimiter | None = None,
+        max_times_sampled: int | None = None,
+        extensions: Sequence[Any] | None = None,
+        signature: Any = None,
+    ) -> Table:
+        """A new, empty table with the given options and this table's for the rest."""
+        info = self._core.info()
+        limiter = self._rate_limiter
+        return Table(
+            name=self._name if name is None else name,
+            sampler=item_selectors.from_options(info.sampler) if sampler is None else sampler,
+            remover=item_selectors.from_options(info.remover) if remover is None else remover,
+            max_size=info.max_size if max_size is None else max_size,
+            rate_limiter=rate_limiters.RateLimiter(
+                limiter.samples_per_insert,
+                limiter.min_size_to_sample,
+                limiter.min_diff,
+                limiter.max_diff,
+            )
+            if rate_limiter is None
+            else rate_limiter,
+            max_times_sampled=info.max_times_sampled
+            if max_times_sampled is None
+            else max_times_sampled,
+            extensions=() if extensions is None else extensions,
+            signature=self._signature if signature is None else signature,
+        )
+
+    def __repr__(self) -> str:
+        info = self._core.info()
+        return (
+            f"Table(sampler={self._sampler!r}, remover={self._remover!r}, "
+            f"max_size={info.max_size}, max_times_sampled={info.max_times_sampled}, "
+            f"name={self._name!r}, rate_limiter={self._rate_limiter!r}, "
+            f"signature={self._signature!r})"
+        )
+
+
+def _make_core_selector(selector: item_selectors.ItemSelector) -> _core.ItemSelector:
+    options = selector.options
+    return _core.make_selector(options.kind, options.priority_exponent, options.seed)
+
+
+def _check_count(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return int(value)

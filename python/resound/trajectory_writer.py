@@ -1,0 +1,973 @@
+"""``TrajectoryWriter``: writes steps into per-column chunks and creates items
+over any of the steps it still keeps (Reverb's modern writer).
+
+Each leaf path of the appended structure is a *column*. A column's values are
+gathered into chunks of up to ``max_chunk_length`` steps; an item is a
+priority plus, per column, a list of references to cells of those chunks, so
+overlapping items share the same stored data. References older than
+``num_keep_alive_refs`` steps of their column expire (unless an item still
+waiting to be inserted uses them).
+
+``create_item`` never blocks: items wait in the writer until their chunks are
+complete and the table's rate limiter lets them in. ``flush`` waits until at
+most ``block_until_num_items`` items wait; ``end_episode`` flushes everything
+and starts a new episode.
+
+Example:
+    >>> import resound
+    >>> server = resound.Server([resound.Table.queue('q', 10)], listen=False)
+    >>> client = server.in_process_client()
+    >>> with client.trajectory_writer(num_keep_alive_refs=2) as writer:
+    ...     first = writer.append({'obs': 1.0})
+    ...     second = writer.append({'obs': 2.0})
+    ...     writer.create_item('q', priority=1.0, trajectory={'obs': writer.history['obs'][-2:]})
+    >>> next(client.sample('q', emit_timesteps=False)).data
+    [array([1., 2.])]
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import datetime
+import math
+import os
+import random
+import threading
+import time
+import weakref
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from resound import _codec, nest, specs
+from resound.errors import DeadlineExceededError, ReverbError
+
+__all__ = ["CellRef", "TrajectoryColumn", "TrajectoryWriter"]
+
+# A column chunk holds at most this many steps unless configured otherwise:
+# long enough to amortise per-chunk costs, short enough that items over
+# recent steps do not wait long for their chunk to complete.
+DEFAULT_MAX_CHUNK_LENGTH = 16
+# The most items handed to one table in one core call.
+_MAX_BATCH = 4096
+# How long the background sender blocks in one core call before it looks at
+# whether the writer was closed or a flush wants to take over.
+_SENDER_SLICE_SECONDS = 0.05
+
+
+def _random_source() -> random.Random:
+    # Seeded from the OS so that forked processes draw different keys.
+    return random.Random(os.urandom(16))
+
+
+def _as_array(value: Any) -> np.ndarray:
+    array = value if type(value) is np.ndarray else np.asarray(value)
+    if array.dtype.kind == "O":
+        try:
+            array = array.astype(np.bytes_ if _all_bytes(array) else np.str_)
+        except (TypeError, ValueError, UnicodeEncodeError) as error:
+            raise ValueError(f"unsupported object data {value!r}: {error}") from None
+    return array
+
+
+def _all_bytes(array: np.ndarray) -> bool:
+    return all(isinstance(item, bytes) for item in array.flat)
+
+
+def _dtype_name(dtype: np.dtype) -> str:
+    if dtype.kind == "S":
+        return "bytes"
+    if dtype.kind == "U":
+        return "str"
+    return dtype.name
+
+
+class _Chunk:
+    """A chunk being built (``handle`` None) or complete (``handle`` set)."""
+
+    __slots__ = ("column", "decoded", "end_step", "handle", "key", "pins", "start_step")
+
+    def __init__(self, column: _Column, key: int, start_step: int) -> None:
+        self.column = column
+        self.key = key
+        self.start_step = start_step
+        self.end_step = start_step
+        self.handle: Any = None
+        self.decoded: np.ndarray | None = None
+        self.pins = 0  # items waiting in the writer that reference this chunk
+
+    def row(self, offset: int) -> np.ndarray:
+        if self.handle is None:
+            return np.array(self.column.open_row(offset))
+        if self.decoded is None:
+            self.decoded = _codec.decode_chunk(self.handle)
+        return np.array(self.decoded[offset])
+
+
+class CellRef:
+    """A reference to one value appended to a column (Reverb's WeakCellRef)."""
+
+    __slots__ = ("_chunk", "_column", "_generation", "_offset", "_seq")
+
+    def __init__(self, column: _Column, chunk: _Chunk, offset: int, seq: int) -> None:
+        self._column = column
+        self._chunk = chunk
+        self._offset = offset
+        self._seq = seq
+        self._generation = column.generation
+
+    @property
+    def expired(self) -> bool:
+        """True once the writer no longer keeps the value (see the module doc)."""
+        column = self._column
+        if self._chunk.pins:
+            return False
+        if self._generation != column.generation:
+            return True
+        return self._seq < column.count - column.keep_alive
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._column.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._column.dtype
+
+    def numpy(self) -> np.ndarray:
+        """A copy of the referenced value."""
+        if self.expired:
+            raise RuntimeError("Cannot access data from expired WeakCellRef")
+        return self._chunk.row(self._offset)
+
+    def __repr__(self) -> str:
+        state = "expired" if self.expired else "alive"
+        return f"CellRef(column={self._column.path!r}, step={self._seq}, {state})"
+
+
+class _Column:
+    """One column's chunker and history."""
+
+    def __init__(
+        self,
+        writer: TrajectoryWriter,
+        path: nest.Path,
+        index: int,
+        first: np.ndarray,
+        keep_alive: int,
+        max_chunk_length: int,
+        history_size: int,
+    ) -> None:
+        self.writer = writer
+        self.path = path
+        self.index = index
+        self.dtype = first.dtype
+        self.shape = first.shape
+        self.is_string = first.dtype.kind in "SU"
+        self.keep_alive = keep_alive
+        self.max_chunk_length = max_chunk_length
+        self.count = 0  # values appended since the last reset
+        self.generation = 0
+        self.open: _Chunk | None = None
+        self.open_length = 0
+        self.buffer: Any = (
+            None if self.is_string else np.empty((max_chunk_length, *self.shape), self.dtype)
+        )
+        self.string_rows: list[np.ndarray] = []
+        # History: the newest entries (CellRef or None), and how many older
+        # entries were dropped, so positions count from the episode start.
+        self.history: collections.deque[CellRef | None] = collections.deque(maxlen=history_size)
+        self.history_dropped = 0
+
+    # --- chunker
+
+    def add(self, value: Any, step: int) -> CellRef:
+        array = _as_array(value)
+        if array.dtype != self.dtype and not (
+            self.is_string and array.dtype.kind == self.dtype.kind
+        ):
+            raise ValueError(
+                f"Tensor of wrong dtype provided for column {self.path!r}. Got "
+                f"{_dtype_name(array.dtype)} but expected {_dtype_name(self.dtype)}."
+            )
+        if array.shape != self.shape:
+            raise ValueError(
+                f"Tensor of incompatible shape provided for column {self.path!r}. Got "
+                f"{list(array.shape)} which is incompatible with {list(self.shape)}."
+            )
+        chunk = self.open
+        if chunk is None:
+            chunk = self.open = _Chunk(self, self.writer._draw_key(), step)
+            self.open_length = 0
+        offset = self.open_length
+        if self.is_string:
+            self.string_rows.append(np.array(array))  # a copy: the caller may reuse it
+        elif self.max_chunk_length > 1:
+            self.buffer[offset] = array
+        else:
+            self.buffer = array  # a one-step chunk is copied by the store as is
+        self.open_length = offset + 1
+        chunk.end_step = step
+        ref = CellRef(self, chunk, offset, self.count)
+        self.count += 1
+        if self.open_length >= self.max_chunk_length:
+            self.finalize()
+        return ref
+
+    def open_row(self, offset: int) -> np.ndarray:
+        return self.string_rows[offset] if self.is_string else self.buffer[offset]
+
+    def finalize(self) -> None:
+        """Completes the open chunk (if any) and hands it to the store."""
+        chunk = self.open
+        if chunk is None:
+            return
+        length = self.open_length
+        if self.is_string:
+            rows = np.stack(self.string_rows)
+            self.string_rows = []
+        elif self.max_chunk_length > 1:
+            rows = self.buffer[:length]
+        else:
+            rows = self.buffer.reshape(1, *self.shape)
+        writer = self.writer
+        payload, delta = _codec.encode_rows(rows, writer._compression, writer._delta_encoded)
+        chunk.handle = writer._transport.add_chunk(
+            chunk.key,
+            payload,
+            rows.dtype.str,
+            self.shape,
+            length,
+            compression=writer._compression,
+            delta_encoded=delta,
+            episode_id=writer._episode_id,
+            start_step=chunk.start_step,
+            end_step=chunk.end_step,
+        )
+        self.open = None
+        self.open_length = 0
+        if self.max_chunk_length == 1:
+            self.buffer = None
+        writer._chunk_completed()
+
+    def reset(self) -> None:
+        """Drops the open chunk and expires every reference (new episode)."""
+        self.open = None
+        self.open_length = 0
+        self.string_rows = []
+        self.count = 0
+        self.generation += 1
+
+    def reconfigure(self, keep_alive: int, max_chunk_length: int) -> None:
+        if self.open is not None:
+            raise RuntimeError(
+                f"Flush must be called before ApplyConfig: column {self.path!r} has an open chunk"
+            )
+        self.keep_alive = keep_alive
+        if max_chunk_length != self.max_chunk_length:
+            self.max_chunk_length = max_chunk_length
+            if not self.is_string:
+                self.buffer = np.empty((max_chunk_length, *self.shape), self.dtype)
+
+    # --- history
+
+    def history_length(self) -> int:
+        return self.history_dropped + len(self.history)
+
+    def push_history(self, entry: CellRef | None) -> None:
+        history = self.history
+        if len(history) == history.maxlen:
+            self.history_dropped += 1
+        history.append(entry)
+
+    def history_at(self, position: int) -> CellRef | None:
+        index = position - self.history_dropped
+        return self.history[index] if index >= 0 else None
+
+    def clear_history(self) -> None:
+        self.history.clear()
+        self.history_dropped = 0
+
+
+class TrajectoryColumn:
+    """A column of an item: references to cells, optionally squeezed.
+
+    A squeezed column holds exactly one reference and has no time axis.
+
+    Example:
+        >>> col = writer.history['obs'][-3:]  # doctest: +SKIP
+        >>> col.shape  # doctest: +SKIP
+        (3, 4)
+    """
+
+    __slots__ = ("_path", "_refs", "_squeeze")
+
+    def __init__(
+        self, data_references: Sequence[CellRef], *, squeeze: bool = False, path: Any = None
+    ) -> None:
+        refs = list(data_references)
+        for ref in refs:
+            if ref is None:
+                raise ValueError(
+                    "TrajectoryColumns cannot contain any None data references: "
+                    f"TrajectoryColumn at path {path!r} got {refs!r}"
+                )
+        if squeeze and len(refs) != 1:
+            raise ValueError(
+                f"Columns must contain exactly one data reference when squeeze set, got {len(refs)}"
+            )
+        self._refs = refs
+        self._squeeze = bool(squeeze)
+        self._path = path
+
+    @property
+    def is_squeezed(self) -> bool:
+        return self._squeeze
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        if not self._refs:
+            return (0,)
+        element = tuple(self._refs[0].shape)
+        return element if self._squeeze else (len(self._refs), *element)
+
+    @property
+    def dtype(self) -> np.dtype:
+        if not self._refs:
+            raise ValueError("an empty TrajectoryColumn has no dtype")
+        return self._refs[0].dtype
+
+    def numpy(self) -> np.ndarray:
+        """The referenced values (stacked unless squeezed); RuntimeError if
+        any reference expired."""
+        values = [ref.numpy() for ref in self._refs]
+        return values[0] if self._squeeze else np.stack(values)
+
+    def __len__(self) -> int:
+        return len(self._refs)
+
+    def __iter__(self) -> Iterator[CellRef]:
+        return iter(self._refs)
+
+    def __getitem__(self, index: Any) -> TrajectoryColumn:
+        if isinstance(index, (int, np.integer)) and not isinstance(index, bool):
+            return TrajectoryColumn([self._refs[index]], squeeze=True, path=self._path)
+        if isinstance(index, slice):
+            return TrajectoryColumn(self._refs[index], path=self._path)
+        if isinstance(index, (list, tuple, np.ndarray)):
+            return TrajectoryColumn([self._refs[i] for i in index], path=self._path)
+        raise TypeError(f"TrajectoryColumn indices must be int, slice or list, got {index!r}")
+
+    def __repr__(self) -> str:
+        return (
+            f"TrajectoryColumn(path={self._path!r}, length={len(self._refs)}, "
+            f"squeeze={self._squeeze})"
+        )
+
+
+class _ColumnHistory:
+    """All steps of one column since the episode began; older than the
+    keep-alive window read as None."""
+
+    __slots__ = ("_column", "_path", "_writer")
+
+    def __init__(self, writer: TrajectoryWriter, column: _Column) -> None:
+        self._writer = writer
+        self._column = column
+        self._path = column.path
+
+    def __len__(self) -> int:
+        return self._column.history_length()
+
+    def _entry(self, position: int) -> CellRef | None:
+        length = self._column.history_length()
+        if position < 0:
+            position += length
+        if not 0 <= position < length:
+            raise IndexError(f"step {position} out of range for a history of {length} steps")
+        return self._column.history_at(position)
+
+    def __getitem__(self, index: Any) -> TrajectoryColumn:
+        column = self._column
+        if isinstance(index, (int, np.integer)) and not isinstance(index, bool):
+            # The hot path: history['x'][-1].
+            history = column.history
+            if index == -1 and history:
+                return TrajectoryColumn((history[-1],), squeeze=True, path=self._path)
+            return TrajectoryColumn((self._entry(int(index)),), squeeze=True, path=self._path)
+        if isinstance(index, slice):
+            positions = range(*index.indices(column.history_length()))
+            return TrajectoryColumn([column.history_at(p) for p in positions], path=self._path)
+        if isinstance(index, (list, tuple, np.ndarray)):
+            return TrajectoryColumn([self._entry(int(p)) for p in index], path=self._path)
+        raise TypeError(f"history indices must be int, slice or list, got {index!r}")
+
+    def __repr__(self) -> str:
+        return f"ColumnHistory(path={self._path!r}, length={len(self)})"
+
+
+class _PendingItem:
+    __slots__ = ("chunks", "request", "table")
+
+    def __init__(self, table: str, request: tuple[int, float, list[Any]], chunks: list[_Chunk]):
+        self.table = table
+        self.request = request
+        self.chunks = chunks
+
+    def ready(self) -> bool:
+        return all(chunk.handle is not None for chunk in self.chunks)
+
+
+class TrajectoryWriter:
+    """Writes steps and creates items; see the module docstring.
+
+    Create it with ``Client.trajectory_writer(num_keep_alive_refs)``.
+    """
+
+    def __init__(
+        self,
+        transport: Any,
+        num_keep_alive_refs: int,
+        *,
+        validate_items: bool = True,
+        max_chunk_length: int | None = None,
+        compression: str = "none",
+        delta_encoded: bool = False,
+    ) -> None:
+        self._transport = transport
+        self._default_keep_alive = _check_positive(num_keep_alive_refs, "num_keep_alive_refs")
+        self._default_chunk_length = _check_chunk_length(max_chunk_length, self._default_keep_alive)
+        self._validate_items = bool(validate_items)
+        self._compression = _codec.check_compression(compression)
+        self._delta_encoded = bool(delta_encoded)
+        self._random = _random_source()
+        self._episode_id = self._draw_key()
+        self._episode_step = 0
+        self._episode_steps = 0
+        self._step_open = False
+        self._columns: dict[nest.Path, _Column] = {}
+        self._column_list: list[_Column] = []
+        self._configs: dict[nest.Path, tuple[int, int]] = {}
+        self._history_size = self._default_keep_alive
+        self._steps_in_history = 0  # steps recorded since the history was cleared
+        self._structure: Any = None
+        self._history: Any = None
+        self._fast_keys: tuple[Any, ...] | None = None
+        self._fast_columns: list[_Column | None] = []
+        self._tables: dict[str, Any] = {}
+        self._pending: collections.deque[_PendingItem] = collections.deque()
+        self._send_lock = threading.Lock()
+        self._wake = threading.Condition(threading.Lock())
+        self._sender: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._closed = False
+
+    # --- properties
+
+    @property
+    def history(self) -> Any:
+        """The appended structure with a column history at each leaf."""
+        if self._structure is None:
+            raise RuntimeError(
+                "history cannot be accessed before `append` is called at least once."
+            )
+        if self._history is None:
+            self._history = nest.unflatten_as(
+                self._structure,
+                [
+                    _ColumnHistory(self, self._columns[path])
+                    for path, _ in nest.flatten_with_path(self._structure)
+                ],
+            )
+        return self._history
+
+    @property
+    def episode_steps(self) -> int:
+        """Full (not partial) appends since the writer started or the episode ended."""
+        return self._episode_steps
+
+    @property
+    def num_pending_items(self) -> int:
+        """Items created but not yet in their tables."""
+        return len(self._pending)
+
+    # --- writing
+
+    def append(self, data: Any, *, partial_step: bool = False) -> Any:
+        """Appends a step (or part of one, with ``partial_step=True``).
+
+        Returns ``data``'s structure with a CellRef for every value (None
+        where the value was None).
+        """
+        self._check_usable()
+        if not self._step_open:
+            self._open_step()
+        step = self._episode_step
+        if type(data) is dict and self._fast_keys is not None and tuple(data) == self._fast_keys:
+            refs = {}
+            for key, column in zip(self._fast_keys, self._fast_columns, strict=False):
+                value = data[key]
+                refs[key] = None if value is None else self._add(column, value, step)
+            result: Any = refs
+        else:
+            result = self._append_general(data, step)
+        if not partial_step:
+            self._step_open = False
+            self._episode_step += 1
+            self._episode_steps += 1
+        else:
+            self._step_open = True
+        return result
+
+    def _open_step(self) -> None:
+        for column in self._column_list:
+            column.push_history(None)
+        self._steps_in_history += 1
+        self._step_open = True
+
+    def _add(self, column: Any, value: Any, step: int) -> CellRef:
+        if column.history[-1] is not None:
+            raise ValueError(
+                f"Field {column.path!r} has already been set in the active step by previous "
+                "(partial) append call and thus must be omitted or set to None but got: "
+                f"{value!r}"
+            )
+        ref = column.add(value, step)
+        column.history[-1] = ref
+        return ref
+
+    def _append_general(self, data: Any, step: int) -> Any:
+        flat = nest.flatten_with_path(data)
+        refs = []
+        new_paths = False
+        for path, value in flat:
+            if value is None:
+                refs.append(None)
+                continue
+            column = self._columns.get(path)
+            if column is None:
+                column = self._new_column(path, value)
+                new_paths = True
+            refs.append(self._add(column, value, step))
+        if new_paths or self._structure is None:
+            self._structure = _merge_structures(self._structure, data)
+            self._history = None
+        # Remember plain {key: leaf} steps so the next ones skip flattening.
+        if (
+            type(data) is dict
+            and all(len(path) == 1 for path, _ in flat)
+            and len(flat) == len(data)
+        ):
+            self._fast_keys = tuple(data)
+            self._fast_columns = [self._columns.get((key,)) for key in data]
+            if any(column is None for column in self._fast_columns):
+                self._fast_keys = None
+        else:
+            self._fast_keys = None
+        return nest.unflatten_as(data, refs)
+
+    def _new_column(self, path: nest.Path, value: Any) -> _Column:
+        keep_alive, chunk_length = self._configs.get(
+            path, (self._default_keep_alive, self._default_chunk_length)
+        )
+        column = _Column(
+            self,
+            path,
+            len(self._column_list),
+            _as_array(value),
+            keep_alive,
+            chunk_length,
+            self._history_size,
+        )
+        # Earlier steps of a new column read as None.
+        kept = min(self._steps_in_history, self._history_size)
+        column.history.extend([None] * kept)
+        column.history_dropped = self._steps_in_history - kept
+        self._columns[path] = column
+        self._column_list.append(column)
+        return column
+
+    def configure(
+        self, path: Any, *, num_keep_alive_refs: int, max_chunk_length: int | None
+    ) -> None:
+        """Sets keep-alive and chunk length for one column (by its path tuple)."""
+        self._check_usable()
+        keep_alive = _check_positive(num_keep_alive_refs, "num_keep_alive_refs")
+        chunk_length = _check_chunk_length(max_chunk_length, keep_alive)
+        path = tuple(path) if isinstance(path, (tuple, list)) else (path,)
+        self._configs[path] = (keep_alive, chunk_length)
+        if keep_alive > self._history_size:
+            self._history_size = keep_alive
+            for column in self._column_list:
+                column.history = collections.deque(column.history, maxlen=keep_alive)
+        column = self._columns.get(path)
+        if column is not None:
+            column.reconfigure(keep_alive, chunk_length)
+
+    def create_item(self, table: str, priority: float, trajectory: Any) -> None:
+        """Queues an item of ``trajectory`` (a structure of TrajectoryColumn) for
+        ``table``. Never blocks; see :meth:`flush`."""
+        self._check_usable()
+        leaves = nest.flatten(trajectory)
+        if not leaves:
+            raise ValueError("trajectory must not be empty.")
+        priority = self._check_item_priority(table, priority)
+        columns = []
+        chunks: list[_Chunk] = []
+        for index, leaf in enumerate(leaves):
+            if type(leaf) is not TrajectoryColumn:
+                raise TypeError(
+                    f"trajectory leaves must be TrajectoryColumn (from writer.history), got "
+                    f"{type(leaf).__name__} at position {index}"
+                )
+            columns.append(_slices(leaf, index, chunks))
+        if self._validate_items:
+            self._check_signature(table, leaves)
+        for chunk in chunks:
+            chunk.pins += 1
+        item = _PendingItem(table, (self._draw_key(), priority, columns), chunks)
+        self._pending.append(item)
+        if self._pending[0].ready():
+            self._send_now()
+
+    def flush(self, block_until_num_items: int = 0, timeout_ms: int | None = None) -> None:
+        """Completes chunks of all but the last ``block_until_num_items`` waiting
+        items and waits until at most that many wait.
+
+        ``timeout_ms=None`` waits forever; otherwise DeadlineExceededError after
+        that many milliseconds (the items stay queued and keep flowing).
+        """
+        if isinstance(block_until_num_items, bool) or not isinstance(block_until_num_items, int):
+            raise ValueError(
+                f"block_until_num_items must be an int >= 0, got {block_until_num_items!r}"
+            )
+        if block_until_num_items < 0:
+            raise ValueError(f"block_until_num_items must be >= 0, got {block_until_num_items}")
+        self._check_usable()
+        self._wait_until(block_until_num_items, timeout_ms, "Flush")
+
+    def end_episode(self, clear_buffers: bool = True, timeout_ms: int | None = None) -> None:
+        """Flushes every item, then starts a new episode.
+
+        With ``clear_buffers`` every reference expires and the history is
+        cleared; without, references stay usable across the boundary.
+        """
+        self._check_usable()
+        self._wait_until(0, timeout_ms, "End episode")
+        for column in self._column_list:
+            if clear_buffers:
+                column.reset()
+                column.clear_history()
+            else:
+                column.finalize()
+        if clear_buffers:
+            self._steps_in_history = 0
+        self._episode_id = self._draw_key()
+        self._episode_step = 0
+        self._episode_steps = 0
+        self._step_open = False
+
+    def close(self) -> None:
+        """Stops the writer without flushing: waiting items are dropped. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._wake_sender()
+        sender = self._sender
+        if sender is not None and sender is not threading.current_thread():
+            sender.join()
+        with self._send_lock:
+            for item in self._pending:
+                for chunk in item.chunks:
+                    chunk.pins -= 1
+            self._pending.clear()
+
+    def __enter__(self) -> TrajectoryWriter:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
+        reverb_error = exc_type is not None and issubclass(exc_type, ReverbError)
+        if not reverb_error and not self._closed and self._error is None:
+            self.flush()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # the interpreter may be shutting down
+            self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"TrajectoryWriter(num_keep_alive_refs={self._default_keep_alive}, "
+            f"max_chunk_length={self._default_chunk_length}, columns={len(self._columns)}, "
+            f"pending_items={len(self._pending)}, closed={self._closed})"
+        )
+
+    # --- internals
+
+    def _draw_key(self) -> int:
+        return self._random.getrandbits(64)
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise RuntimeError("TrajectoryWriter::Close has been called.")
+        if self._error is not None:
+            raise self._error
+
+    def _table(self, name: str) -> Any:
+        table = self._tables.get(name)
+        if table is None:
+            table = self._tables[name] = self._transport.table_info_for_writer(name)
+        return table
+
+    def _check_item_priority(self, table: str, priority: Any) -> float:
+        try:
+            value = float(priority)
+        except (TypeError, ValueError):
+            raise ValueError(f"priority must be a number, got {priority!r}") from None
+        if math.isnan(value):
+            raise ValueError("`priority` must not be nan.")
+        if math.isinf(value):
+            raise ValueError(f"priority must be finite, got {value}")
+        if value < 0:
+            meta = self._table_or_none(table)
+            if meta is not None and meta.prioritized:
+                raise ValueError(
+                    f"priority must be >= 0 for table {table!r} (it has a Prioritized "
+                    f"selector), got {value}"
+                )
+        return value
+
+    def _table_or_none(self, table: str) -> Any:
+        try:
+            return self._table(table)
+        except KeyError:
+            if self._validate_items:
+                raise ValueError(
+                    f"Unable to create item in table '{table}' since the table could not be found."
+                ) from None
+            return None
+
+    def _check_signature(self, table: str, leaves: list[TrajectoryColumn]) -> None:
+        meta = self._table_or_none(table)
+        if meta is None or meta.flat_signature is None:
+            return
+        expected = meta.flat_signature
+        if len(leaves) != len(expected):
+            raise ValueError(
+                f"Unable to create item in table '{table}' since the provided trajectory is "
+                f"inconsistent with the table signature. The trajectory has {len(leaves)} "
+                f"columns but the table signature has {len(expected)} columns."
+            )
+        for index, (column, spec) in enumerate(zip(leaves, expected, strict=False)):
+            shape = column.shape
+            if not (
+                specs.dtypes_match(spec.dtype, column.dtype)
+                and specs.shapes_compatible(spec.shape, shape)
+            ):
+                raise ValueError(
+                    f"Unable to create item in table '{table}' since the provided trajectory is "
+                    f"inconsistent with the table signature. The table expects column {index} "
+                    f"to be a {_dtype_name(spec.dtype)} {_shape_text(spec.shape)} tensor but "
+                    f"got a {_dtype_name(column.dtype)} {_shape_text(shape)} tensor."
+                )
+
+    def _chunk_completed(self) -> None:
+        if self._pending and self._pending[0].ready():
+            self._send_now()
+
+    def _send_now(self) -> None:
+        """Inserts what the limiter admits right now; the background sender
+        takes over the rest."""
+        if not self._send(0.0) and not self._closed:
+            if self._sender is None:
+                self._start_sender()
+            self._wake_sender()
+
+    def _send(self, deadline: float | None, keep: int = 0) -> bool:
+        """Inserts ready items from the front until ``keep`` wait or the front
+        item is not ready (True), or until ``deadline`` (time.monotonic();
+        None: none; 0.0: do not wait at all) passes (False)."""
+        if deadline == 0.0:
+            acquired = self._send_lock.acquire(blocking=False)
+        elif deadline is None:
+            acquired = self._send_lock.acquire()
+        else:
+            acquired = self._send_lock.acquire(timeout=max(0.0, deadline - time.monotonic()))
+        if not acquired:
+            return False
+        try:
+            return self._send_locked(deadline, keep)
+        finally:
+            self._send_lock.release()
+
+    def _send_locked(self, deadline: float | None, keep: int) -> bool:
+        pending = self._pending
+        while len(pending) > keep and pending[0].ready():
+            table = pending[0].table
+            limit = min(_MAX_BATCH, len(pending) - keep)
+            batch = []
+            for item in pending:
+                if len(batch) >= limit or item.table != table or not item.ready():
+                    break
+                batch.append(item)
+            if deadline is None:
+                timeout = None
+            elif deadline == 0.0:
+                timeout = 0.0
+            else:
+                timeout = max(0.0, deadline - time.monotonic())
+            try:
+                inserted = self._transport.insert(table, [item.request for item in batch], timeout)
+            except DeadlineExceededError as error:
+                self._pop(getattr(error, "num_inserted", 0))
+                return False
+            except BaseException as error:
+                self._error = error
+                raise
+            self._pop(inserted)
+        return True
+
+    def _pop(self, count: int) -> None:
+        pending = self._pending
+        for _ in range(count):
+            item = pending.popleft()
+            for chunk in item.chunks:
+                chunk.pins -= 1
+
+    def _wait_until(self, keep: int, timeout_ms: int | None, call: str) -> None:
+        deadline = None if timeout_ms is None else time.monotonic() + max(0.0, timeout_ms / 1000)
+        # Complete the chunks of every item that must leave the writer.
+        pending = list(self._pending)
+        for item in pending[: max(0, len(pending) - keep)]:
+            for chunk in item.chunks:
+                if chunk.handle is None:
+                    chunk.column.finalize()
+        while len(self._pending) > keep:
+            if deadline is not None and deadline <= time.monotonic():
+                break
+            if self._send(deadline, keep):
+                if len(self._pending) > keep and not self._pending[0].ready():
+                    break
+                continue
+            if self._error is not None:
+                raise self._error
+        if len(self._pending) > keep:
+            if self._error is not None:
+                raise self._error
+            if not self._pending[0].ready():
+                return  # only items over still-open chunks remain beyond `keep`
+            if self._sender is None:
+                self._start_sender()
+            raise DeadlineExceededError(
+                f"{call} call did not complete within provided timeout of "
+                f"{datetime.timedelta(milliseconds=timeout_ms or 0)}"
+            )
+
+    # --- background sender: keeps rate-limited items flowing without user calls
+
+    def _start_sender(self) -> None:
+        # The thread holds the writer only weakly, so that an abandoned writer
+        # is still collected (and closed) as in Reverb.
+        self._sender = threading.Thread(
+            target=_run_sender,
+            args=(weakref.ref(self), self._wake),
+            name="resound-trajectory-writer",
+            daemon=True,
+        )
+        self._sender.start()
+
+    def _wake_sender(self) -> None:
+        with self._wake:
+            self._wake.notify()
+
+
+def _run_sender(writer_ref: weakref.ref[TrajectoryWriter], wake: threading.Condition) -> None:
+    while True:
+        writer = writer_ref()
+        if writer is None or writer._closed or writer._error is not None:
+            return
+        with wake:
+            if not (writer._pending and writer._pending[0].ready()):
+                del writer
+                wake.wait()
+                continue
+        try:
+            writer._send(time.monotonic() + _SENDER_SLICE_SECONDS)
+        except BaseException:  # noqa: BLE001 - kept in writer._error, raised to the user
+            return
+        del writer
+
+
+def _slices(column: TrajectoryColumn, index: int, chunks: list[_Chunk]) -> tuple[list[Any], bool]:
+    """Core slices of a column: runs of strictly consecutive rows of one chunk."""
+    slices: list[list[int]] = []
+    last_chunk = None
+    last_offset = -2
+    first = None
+    for ref in column._refs:
+        if ref.expired:
+            raise ValueError(f"Error in column {index}: Column contains expired CellRef.")
+        chunk = ref._chunk
+        if first is None:
+            first = ref._column
+        elif ref._column is not first and (
+            ref._column.dtype != first.dtype or ref._column.shape != first.shape
+        ):
+            other = ref._column
+            raise ValueError(
+                f"Error in column {index}: references hold different dtypes or shapes "
+                f"({first.dtype}{list(first.shape)} and {other.dtype}{list(other.shape)})"
+            )
+        if chunk is last_chunk and ref._offset == last_offset + 1:
+            slices[-1][2] += 1
+        else:
+            slices.append([chunk.key, ref._offset, 1])
+            if chunk not in chunks:
+                chunks.append(chunk)
+        last_chunk = chunk
+        last_offset = ref._offset
+    return [tuple(s) for s in slices], column._squeeze
+
+
+def _merge_structures(old: Any, new: Any) -> Any:
+    """The union of two structures (new keys and longer sequences are added)."""
+    if old is None:
+        return new
+    if isinstance(old, dict) and isinstance(new, dict):
+        merged = dict(old)
+        for key, value in new.items():
+            merged[key] = _merge_structures(old.get(key), value)
+        return merged
+    if isinstance(old, (list, tuple)) and isinstance(new, (list, tuple)) and type(old) is type(new):
+        items = [
+            _merge_structures(old[i] if i < len(old) else None, new[i] if i < len(new) else None)
+            for i in range(max(len(old), len(new)))
+        ]
+        if hasattr(type(old), "_fields"):
+            return type(old)(*items)
+        return type(old)(items)
+    return old if new is None else new
+
+
+def _check_positive(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} ({value!r}) must be a positive integer")
+    return int(value)
+
+
+def _check_chunk_length(value: Any, keep_alive: int) -> int:
+    if value is None:
+        return min(keep_alive, DEFAULT_MAX_CHUNK_LENGTH)
+    length = _check_positive(value, "max_chunk_length")
+    if length > keep_alive:
+        raise ValueError(
+            f"num_keep_alive_refs ({keep_alive}) must be >= max_chunk_length ({length})."
+        )
+    return length
+
+
+def _shape_text(shape: Any) -> str:
+    if shape is None:
+        return "<unknown>"
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
