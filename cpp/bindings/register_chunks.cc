@@ -115,7 +115,7 @@ an item references it, and disappears from the store when the last one goes.
             return Hold(std::move(chunk));
           },
           py::arg("key"), py::arg("data"), py::arg("dtype"), py::arg("shape"), py::arg("num_steps"),
-          py::kw_only(), py::arg("compression") = "none", py::arg("delta_encoded") = false,
+          py::arg("compression") = "none", py::arg("delta_encoded") = false,
           py::arg("episode_id") = 0, py::arg("start_step") = 0, py::arg("end_step") = py::none(),
           R"doc(Copies `data` into a new chunk and returns it.
 

@@ -54,7 +54,6 @@ class ChunkStore:
         dtype: str,
         shape: Sequence[int],
         num_steps: int,
-        *,
         compression: str = "none",
         delta_encoded: bool = False,
         episode_id: SupportsIndex = 0,

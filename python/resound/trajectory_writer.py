@@ -30,6 +30,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import datetime
+import functools
 import math
 import os
 import random
@@ -168,6 +169,10 @@ class _Column:
         self.is_string = first.dtype.kind in "SU"
         self.keep_alive = keep_alive
         self.max_chunk_length = max_chunk_length
+        self.typestr = self.dtype.str
+        self.store_add = writer._transport.add_chunk
+        self.direct = False
+        self._update_direct()
         self.count = 0  # values appended since the last reset
         self.generation = 0
         self.open: _Chunk | None = None
@@ -184,9 +189,11 @@ class _Column:
     # --- chunker
 
     def add(self, value: Any, step: int) -> CellRef:
-        array = _as_array(value)
-        if array.dtype != self.dtype and not (
-            self.is_string and array.dtype.kind == self.dtype.kind
+        array = value if type(value) is np.ndarray else _as_array(value)
+        if (
+            array.dtype is not self.dtype
+            and array.dtype != self.dtype
+            and not (self.is_string and array.dtype.kind == self.dtype.kind)
         ):
             raise ValueError(
                 f"Tensor of wrong dtype provided for column {self.path!r}. Got "
@@ -197,6 +204,8 @@ class _Column:
                 f"Tensor of incompatible shape provided for column {self.path!r}. Got "
                 f"{list(array.shape)} which is incompatible with {list(self.shape)}."
             )
+        if self.direct:
+            return self._add_direct(array, step)
         chunk = self.open
         if chunk is None:
             chunk = self.open = _Chunk(self, self.writer._draw_key(), step)
@@ -214,6 +223,30 @@ class _Column:
         self.count += 1
         if self.open_length >= self.max_chunk_length:
             self.finalize()
+        return ref
+
+    def _add_direct(self, array: np.ndarray, step: int) -> CellRef:
+        """One-step chunks of plain numeric data go to the store at once: the
+        store's copy is the only one made."""
+        writer = self.writer
+        chunk = _Chunk(self, writer._draw_key(), step)
+        # Positional arguments: keyword arguments cost more than the copy.
+        chunk.handle = self.store_add(
+            chunk.key,
+            array,
+            self.typestr,
+            self.shape,
+            1,
+            "none",
+            False,
+            writer._episode_id,
+            step,
+            step,
+        )
+        ref = CellRef(self, chunk, 0, self.count)
+        self.count += 1
+        if writer._pending:
+            writer._chunk_completed()
         return ref
 
     def open_row(self, offset: int) -> np.ndarray:
@@ -260,6 +293,15 @@ class _Column:
         self.count = 0
         self.generation += 1
 
+    def _update_direct(self) -> None:
+        writer = self.writer
+        self.direct = (
+            self.max_chunk_length == 1
+            and not self.is_string
+            and writer._compression == "none"
+            and not (writer._delta_encoded and self.dtype.kind in "iu" and len(self.shape) >= 1)
+        )
+
     def reconfigure(self, keep_alive: int, max_chunk_length: int) -> None:
         if self.open is not None:
             raise RuntimeError(
@@ -270,6 +312,7 @@ class _Column:
             self.max_chunk_length = max_chunk_length
             if not self.is_string:
                 self.buffer = np.empty((max_chunk_length, *self.shape), self.dtype)
+            self._update_direct()
 
     # --- history
 
@@ -321,6 +364,18 @@ class TrajectoryColumn:
         self._refs = refs
         self._squeeze = bool(squeeze)
         self._path = path
+
+    @classmethod
+    def _single(cls, ref: CellRef | None, path: Any) -> TrajectoryColumn:
+        """``TrajectoryColumn([ref], squeeze=True, path=path)`` without the
+        general checks (the hot path of ``history[...][-1]``)."""
+        if ref is None:
+            return cls([ref], squeeze=True, path=path)  # raises the usual error
+        column = cls.__new__(cls)
+        column._refs = [ref]
+        column._squeeze = True
+        column._path = path
+        return column
 
     @property
     def is_squeezed(self) -> bool:
@@ -395,8 +450,8 @@ class _ColumnHistory:
             # The hot path: history['x'][-1].
             history = column.history
             if index == -1 and history:
-                return TrajectoryColumn((history[-1],), squeeze=True, path=self._path)
-            return TrajectoryColumn((self._entry(int(index)),), squeeze=True, path=self._path)
+                return TrajectoryColumn._single(history[-1], self._path)
+            return TrajectoryColumn._single(self._entry(int(index)), self._path)
         if isinstance(index, slice):
             positions = range(*index.indices(column.history_length()))
             return TrajectoryColumn([column.history_at(p) for p in positions], path=self._path)
@@ -443,6 +498,7 @@ class TrajectoryWriter:
         self._compression = _codec.check_compression(compression)
         self._delta_encoded = bool(delta_encoded)
         self._random = _random_source()
+        self._draw_key = functools.partial(self._random.getrandbits, 64)
         self._episode_id = self._draw_key()
         self._episode_step = 0
         self._episode_steps = 0
@@ -501,17 +557,27 @@ class TrajectoryWriter:
         Returns ``data``'s structure with a CellRef for every value (None
         where the value was None).
         """
-        self._check_usable()
-        if not self._step_open:
-            self._open_step()
+        if self._closed or self._error is not None:
+            self._check_usable()
         step = self._episode_step
-        if type(data) is dict and self._fast_keys is not None and tuple(data) == self._fast_keys:
+        fast_keys = self._fast_keys
+        if type(data) is dict and fast_keys is not None and tuple(data) == fast_keys:
             refs = {}
-            for key, column in zip(self._fast_keys, self._fast_columns, strict=False):
-                value = data[key]
-                refs[key] = None if value is None else self._add(column, value, step)
+            if self._step_open:
+                for key, column in zip(fast_keys, self._fast_columns, strict=True):
+                    value = data[key]
+                    refs[key] = None if value is None else self._add(column, value, step)
+            else:
+                # A new step holding every column: record each value directly.
+                self._steps_in_history += 1
+                for key, column in zip(fast_keys, self._fast_columns, strict=True):
+                    value = data[key]
+                    ref = refs[key] = None if value is None else column.add(value, step)
+                    column.push_history(ref)
             result: Any = refs
         else:
+            if not self._step_open:
+                self._open_step()
             result = self._append_general(data, step)
         if not partial_step:
             self._step_open = False
@@ -525,7 +591,6 @@ class TrajectoryWriter:
         for column in self._column_list:
             column.push_history(None)
         self._steps_in_history += 1
-        self._step_open = True
 
     def _add(self, column: Any, value: Any, step: int) -> CellRef:
         if column.history[-1] is not None:
@@ -562,7 +627,9 @@ class TrajectoryWriter:
         ):
             self._fast_keys = tuple(data)
             self._fast_columns = [self._columns.get((key,)) for key in data]
-            if any(column is None for column in self._fast_columns):
+            if any(column is None for column in self._fast_columns) or len(
+                self._fast_columns
+            ) != len(self._column_list):
                 self._fast_keys = None
         else:
             self._fast_keys = None
@@ -609,11 +676,15 @@ class TrajectoryWriter:
     def create_item(self, table: str, priority: float, trajectory: Any) -> None:
         """Queues an item of ``trajectory`` (a structure of TrajectoryColumn) for
         ``table``. Never blocks; see :meth:`flush`."""
-        self._check_usable()
+        if self._closed or self._error is not None:
+            self._check_usable()
         leaves = nest.flatten(trajectory)
         if not leaves:
             raise ValueError("trajectory must not be empty.")
-        priority = self._check_item_priority(table, priority)
+        meta = self._tables.get(table)
+        if meta is None or type(priority) is not float or not 0.0 <= priority < math.inf:
+            priority = self._check_item_priority(table, priority)
+            meta = self._tables.get(table)
         columns = []
         chunks: list[_Chunk] = []
         for index, leaf in enumerate(leaves):
@@ -622,14 +693,31 @@ class TrajectoryWriter:
                     f"trajectory leaves must be TrajectoryColumn (from writer.history), got "
                     f"{type(leaf).__name__} at position {index}"
                 )
-            columns.append(_slices(leaf, index, chunks))
-        if self._validate_items:
+            refs = leaf._refs
+            if len(refs) == 1:  # one step: no runs to find
+                ref = refs[0]
+                chunk = ref._chunk
+                if not chunk.pins and (
+                    ref._generation != ref._column.generation
+                    or ref._seq < ref._column.count - ref._column.keep_alive
+                ):
+                    raise ValueError(f"Error in column {index}: Column contains expired CellRef.")
+                if chunk not in chunks:
+                    chunks.append(chunk)
+                columns.append(([(chunk.key, ref._offset, 1)], leaf._squeeze))
+            else:
+                columns.append(_slices(leaf, index, chunks))
+        if self._validate_items and (meta is None or meta.flat_signature is not None):
             self._check_signature(table, leaves)
         for chunk in chunks:
             chunk.pins += 1
         item = _PendingItem(table, (self._draw_key(), priority, columns), chunks)
-        self._pending.append(item)
-        if self._pending[0].ready():
+        pending = self._pending
+        pending.append(item)
+        if len(pending) == 1 and self._sender is None:
+            if item.ready():
+                self._send_single(item)
+        elif pending[0].ready():
             self._send_now()
 
     def flush(self, block_until_num_items: int = 0, timeout_ms: int | None = None) -> None:
@@ -705,9 +793,6 @@ class TrajectoryWriter:
 
     # --- internals
 
-    def _draw_key(self) -> int:
-        return self._random.getrandbits(64)
-
     def _check_usable(self) -> None:
         if self._closed:
             raise RuntimeError("TrajectoryWriter::Close has been called.")
@@ -729,13 +814,12 @@ class TrajectoryWriter:
             raise ValueError("`priority` must not be nan.")
         if math.isinf(value):
             raise ValueError(f"priority must be finite, got {value}")
-        if value < 0:
-            meta = self._table_or_none(table)
-            if meta is not None and meta.prioritized:
-                raise ValueError(
-                    f"priority must be >= 0 for table {table!r} (it has a Prioritized "
-                    f"selector), got {value}"
-                )
+        meta = self._table_or_none(table)
+        if value < 0 and meta is not None and meta.prioritized:
+            raise ValueError(
+                f"priority must be >= 0 for table {table!r} (it has a Prioritized "
+                f"selector), got {value}"
+            )
         return value
 
     def _table_or_none(self, table: str) -> Any:
@@ -775,6 +859,21 @@ class TrajectoryWriter:
     def _chunk_completed(self) -> None:
         if self._pending and self._pending[0].ready():
             self._send_now()
+
+    def _send_single(self, item: _PendingItem) -> None:
+        """The common case: the only waiting item, no sender thread, so no
+        other thread can be sending."""
+        try:
+            self._transport.insert(item.table, [item.request], 0.0)
+        except DeadlineExceededError:
+            self._send_now()  # rate limited: the sender thread takes it from here
+            return
+        except BaseException as error:
+            self._error = error
+            raise
+        self._pending.popleft()
+        for chunk in item.chunks:
+            chunk.pins -= 1
 
     def _send_now(self) -> None:
         """Inserts what the limiter admits right now; the background sender

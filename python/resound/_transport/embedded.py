@@ -11,7 +11,6 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from resound import _core
 from resound.table import shared_chunk_store
 from resound.table_info import TableInfo
 
@@ -39,7 +38,12 @@ class EmbeddedTransport:
     def __init__(self, server: Server) -> None:
         self._server = server
         self._store = shared_chunk_store()
-        self._add = self._store.add
+        # add_chunk(key, payload, dtype, shape, num_steps, compression="none",
+        #           delta_encoded=False, episode_id=0, start_step=0, end_step=None)
+        # copies the payload into a new chunk and returns its handle. It is
+        # the store's own method: writers call it once per chunk.
+        self.add_chunk = self._store.add
+        self._inserts: dict[str, Any] = {}
 
     @property
     def server(self) -> Server:
@@ -52,37 +56,13 @@ class EmbeddedTransport:
         table = self._table(name)
         return TableMeta(name, table._prioritized, table.signature, table._flat_signature)
 
-    def add_chunk(
-        self,
-        key: int,
-        payload: Any,
-        dtype: str,
-        shape: tuple[int, ...],
-        num_steps: int,
-        *,
-        compression: str = "none",
-        delta_encoded: bool = False,
-        episode_id: int = 0,
-        start_step: int = 0,
-        end_step: int | None = None,
-    ) -> _core.Chunk:
-        return self._add(
-            key,
-            payload,
-            dtype,
-            shape,
-            num_steps,
-            compression=compression,
-            delta_encoded=delta_encoded,
-            episode_id=episode_id,
-            start_step=start_step,
-            end_step=end_step,
-        )
-
     def insert(self, table: str, requests: list[Any], timeout: float | None) -> int:
         """Inserts (key, priority, trajectory) triples in order; returns how
         many went in. DeadlineExceededError carries ``num_inserted``."""
-        return self._table(table)._core.insert_batch(requests, timeout)
+        insert = self._inserts.get(table)
+        if insert is None:
+            insert = self._inserts[table] = self._table(table)._core.insert_batch
+        return insert(requests, timeout)
 
     def sample(self, table: str, num_samples: int, timeout: float | None) -> Any:
         return self._table(table)._core.sample(num_samples, timeout)
