@@ -39,16 +39,21 @@ def shared_chunk_store() -> _core.ChunkStore:
     return _CHUNK_STORE
 
 
-def _claim(component: Any, table: Table, argument: str) -> None:
-    """Binds a selector or limiter object to one table (Reverb forbids sharing)."""
-    owner_ref = getattr(component, "_resound_owner", None)
-    owner = owner_ref() if owner_ref is not None else None
-    if owner is not None and owner is not table:
-        raise ValueError(
-            f"{argument} {component!r} is already used by table {owner.name!r}; create a new "
-            "selector or rate limiter object for each table"
-        )
-    component._resound_owner = weakref.ref(table)
+def _claim(components: Sequence[tuple[str, Any]], table: Table) -> None:
+    """Binds selector and limiter objects to one table (Reverb forbids sharing).
+
+    All are checked before any is bound, so a failed construction binds none.
+    """
+    for argument, component in components:
+        owner_ref = getattr(component, "_resound_owner", None)
+        owner = owner_ref() if owner_ref is not None else None
+        if owner is not None and owner is not table:
+            raise ValueError(
+                f"{argument} {component!r} is already used by table {owner.name!r}; create a "
+                "new selector or rate limiter object for each table"
+            )
+    for _, component in components:
+        component._resound_owner = weakref.ref(table)
 
 
 class Table:
@@ -96,9 +101,6 @@ class Table:
         if signature is not None:
             specs.validate_signature(signature)
         encoded_signature = specs.encode_signature(signature)
-        _claim(sampler, self, "sampler")
-        _claim(remover, self, "remover")
-        _claim(rate_limiter, self, "rate_limiter")
 
         self._name = name
         self._sampler = sampler
@@ -117,6 +119,8 @@ class Table:
             encoded_signature,
             _CHUNK_STORE,
         )
+        # Last, so that a construction that fails leaves the objects unbound.
+        _claim((("sampler", sampler), ("remover", remover), ("rate_limiter", rate_limiter)), self)
 
     @classmethod
     def queue(
