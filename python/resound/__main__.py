@@ -1,9 +1,11 @@
-"""``python -m resound``: an embedded demo of the main job on the core.
+"""``python -m resound``: an embedded demo of the main job, on the Reverb API.
 
-Actor threads write overlapping sequences (chunks of steps plus items that
-slice them) into a prioritized table; a learner thread samples batches under a
-SampleToInsertRatio rate limiter and writes new priorities back. Everything
-runs in this process with no network. It prints progress and a summary.
+Actor threads play random episodes and write overlapping sequences with a
+``TrajectoryWriter`` into a prioritized table; a learner thread samples
+batches (prefetched on a background thread) under a SampleToInsertRatio
+rate limiter and writes new priorities back. Everything runs in this process
+with no socket (``Server(..., listen=False)``). It prints a progress bar and
+a summary.
 
 Example:
     $ python -m resound --seconds 5 --actors 2
@@ -18,11 +20,10 @@ import time
 
 import numpy as np
 
-from resound import _core
+import resound
 
 _OBSERVATION_SIZE = 100  # float32 elements per step (400 bytes)
-_CHUNK_LENGTH = 10  # steps per chunk
-_SEQUENCE_LENGTH = 5  # steps per item
+_TABLE = "replay"
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -30,124 +31,141 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=5.0, help="how long to run (default 5)")
     parser.add_argument("--actors", type=int, default=2, help="actor threads (default 2)")
     parser.add_argument("--batch-size", type=int, default=64, help="learner batch (default 64)")
+    parser.add_argument("--sequence-length", type=int, default=10, help="steps per item")
+    parser.add_argument("--period", type=int, default=5, help="steps between items")
     parser.add_argument("--max-size", type=int, default=100_000, help="table capacity")
     parser.add_argument(
         "--samples-per-insert", type=float, default=4.0, help="SampleToInsertRatio target"
     )
     args = parser.parse_args(argv)
-    if args.seconds <= 0:
-        parser.error("--seconds must be > 0")
-    if args.actors < 1:
-        parser.error("--actors must be >= 1")
-    if args.batch_size < 1:
-        parser.error("--batch-size must be >= 1")
+    for name in ("seconds", "actors", "batch_size", "sequence_length", "period", "max_size"):
+        if getattr(args, name) <= 0:
+            parser.error(f"--{name.replace('_', '-')} must be > 0")
+    if args.samples_per_insert <= 0:
+        parser.error("--samples-per-insert must be > 0")
     return args
 
 
 def _actor(
-    actor_id: int, table: _core.Table, store: _core.ChunkStore, stop: threading.Event
+    actor_id: int, client: resound.Client, args: argparse.Namespace, stop: threading.Event
 ) -> None:
     rng = np.random.default_rng(actor_id)
-    key = actor_id << 40
-    step = 0
+    # A pool of pre-drawn steps stands in for the environment, so the demo
+    # measures resound rather than the random number generator.
+    observations = rng.standard_normal((1024, _OBSERVATION_SIZE), dtype=np.float32)
+    actions = rng.integers(0, 4, size=1024).astype(np.int32)
+    rewards = rng.standard_normal(1024).astype(np.float32)
+    writer = client.trajectory_writer(num_keep_alive_refs=args.sequence_length)
+    t = 0
+    try:
+        while not stop.is_set():
+            episode_length = int(rng.integers(20, 200))
+            for _ in range(episode_length):
+                t = (t + 1) % 1024
+                writer.append(
+                    {"observation": observations[t], "action": actions[t], "reward": rewards[t]}
+                )
+                steps = writer.episode_steps
+                if steps >= args.sequence_length and steps % args.period == 0:
+                    history = writer.history
+                    trajectory = {
+                        name: history[name][-args.sequence_length :]
+                        for name in ("observation", "action", "reward")
+                    }
+                    writer.create_item(_TABLE, priority=1.0, trajectory=trajectory)
+                    # Acme's habit: keep at most a few items in flight, so the
+                    # rate limiter slows the actor down when the learner lags.
+                    _flush(writer, 4, stop)
+                if stop.is_set():
+                    return
+            writer.end_episode(timeout_ms=None)
+    except resound.CancelledError:
+        return  # the server stopped
+    finally:
+        writer.close()
+
+
+def _flush(writer: resound.TrajectoryWriter, keep: int, stop: threading.Event) -> None:
     while not stop.is_set():
-        # One chunk of _CHUNK_LENGTH steps, then one item per step over the
-        # last _SEQUENCE_LENGTH steps of the chunk (overlapping sequences
-        # share the chunk, so they cost no extra memory).
-        steps = rng.standard_normal((_CHUNK_LENGTH, _OBSERVATION_SIZE), dtype=np.float32)
-        key += 1
-        chunk = store.add(
-            key,
-            steps,
-            "<f4",
-            (_OBSERVATION_SIZE,),
-            _CHUNK_LENGTH,
-            episode_id=actor_id,
-            start_step=step,
-        )
-        items = []
-        for end in range(_SEQUENCE_LENGTH, _CHUNK_LENGTH + 1):
-            key += 1
-            slices = [(chunk.key, end - _SEQUENCE_LENGTH, _SEQUENCE_LENGTH)]
-            items.append((key, 1.0, [(slices, False)]))
         try:
-            table.insert_batch(items, timeout=0.5)
-        except _core.DeadlineExceededError:
-            continue
-        except _core.CancelledError:
+            writer.flush(block_until_num_items=keep, timeout_ms=200)
             return
-        step += _CHUNK_LENGTH
+        except resound.DeadlineExceededError:
+            continue
 
 
 def _learner(
-    table: _core.Table, batch_size: int, stop: threading.Event, stats: dict[str, int]
+    client: resound.Client, args: argparse.Namespace, stop: threading.Event, stats: dict
 ) -> None:
     rng = np.random.default_rng(12345)
-    while not stop.is_set():
-        try:
-            batch = table.sample(batch_size, timeout=0.5)
-        except (_core.DeadlineExceededError, _core.CancelledError):
-            continue
-        # A real learner computes TD errors; here new priorities are random.
-        new_priorities = rng.uniform(0.1, 2.0, size=len(batch))
-        table.mutate_priorities(
-            [(s.key, float(p)) for s, p in zip(batch, new_priorities, strict=True)]
-        )
-        stats["samples"] += len(batch)
-        stats["batches"] += 1
+    try:
+        with client.sample_batches(_TABLE, args.batch_size) as batches:
+            for batch in batches:
+                # A real learner computes TD errors here; the demo draws them.
+                td_errors = rng.uniform(0.1, 2.0, size=len(batch.info.key))
+                client.update_priorities(
+                    _TABLE, dict(zip(batch.info.key.tolist(), td_errors.tolist(), strict=True))
+                )
+                stats["samples"] += len(batch.info.key)
+                stats["batches"] += 1
+                if stop.is_set():
+                    return
+    except resound.CancelledError:
+        return
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
-    store = _core.ChunkStore()
-    limiter = _core.RateLimiter.sample_to_insert_ratio(
-        args.samples_per_insert, 1000, args.samples_per_insert * 100
+    table = resound.Table(
+        name=_TABLE,
+        sampler=resound.selectors.Prioritized(priority_exponent=0.6),
+        remover=resound.selectors.Fifo(),
+        max_size=args.max_size,
+        rate_limiter=resound.rate_limiters.SampleToInsertRatio(
+            samples_per_insert=args.samples_per_insert,
+            min_size_to_sample=1000,
+            error_buffer=args.samples_per_insert * 100,
+        ),
     )
-    table = _core.Table(
-        "replay",
-        _core.make_selector("prioritized", 0.6),
-        _core.make_selector("fifo"),
-        args.max_size,
-        limiter,
-        chunk_store=store,
-    )
+    server = resound.Server([table], listen=False)
+    client = server.in_process_client()
     stop = threading.Event()
     stats = {"samples": 0, "batches": 0}
     threads = [
-        threading.Thread(target=_actor, args=(i, table, store, stop), daemon=True)
+        threading.Thread(target=_actor, args=(i, client, args, stop), daemon=True)
         for i in range(args.actors)
     ]
-    threads.append(
-        threading.Thread(target=_learner, args=(table, args.batch_size, stop, stats), daemon=True)
-    )
+    threads.append(threading.Thread(target=_learner, args=(client, args, stop, stats), daemon=True))
     print(
-        f"resound demo: {args.actors} actor(s), learner batch {args.batch_size}, "
-        f"prioritized table of {args.max_size:,} items, "
-        f"{args.samples_per_insert} samples per insert, {args.seconds:g} s"
+        f"resound demo (embedded, no network): {args.actors} actor(s) writing sequences of "
+        f"{args.sequence_length} steps every {args.period} steps; learner batch "
+        f"{args.batch_size}; prioritized table of {args.max_size:,} items; "
+        f"{args.samples_per_insert:g} samples per insert; {args.seconds:g} s"
     )
     start = time.perf_counter()
     for thread in threads:
         thread.start()
     width = 30
     while (elapsed := time.perf_counter() - start) < args.seconds:
-        time.sleep(min(0.25, args.seconds - elapsed))
+        time.sleep(min(0.25, args.seconds - elapsed))  # the progress bar's refresh period
         done = min(1.0, (time.perf_counter() - start) / args.seconds)
-        info = table.info()
-        bar = "#" * int(done * width)
+        info = client.server_info()[_TABLE]
+        limiter = info.rate_limiter_info
         sys.stdout.write(
-            f"\r[{bar:<{width}}] {done:4.0%}  items {info.rate_limiter['inserts']:>9,}  "
-            f"samples {info.rate_limiter['samples']:>10,}  size {info.current_size:>7,}"
+            f"\r[{'#' * int(done * width):<{width}}] {done:4.0%}  "
+            f"items {limiter.insert_stats.completed:>9,}  "
+            f"samples {limiter.sample_stats.completed:>10,}  size {info.current_size:>7,}"
         )
         sys.stdout.flush()
     stop.set()
-    table.close()
+    info = client.server_info()[_TABLE]
+    elapsed = time.perf_counter() - start
+    server.stop()
     for thread in threads:
         thread.join(timeout=5)
-    elapsed = time.perf_counter() - start
-    info = table.info()
-    counters = info.rate_limiter
+    limiter = info.rate_limiter_info
+    inserts, samples = limiter.insert_stats.completed, limiter.sample_stats.completed
     print()
-    inserts, samples = counters["inserts"], counters["samples"]
     print(f"inserted  {inserts:>10,} items   ({inserts / elapsed:,.0f} items/s)")
     print(f"sampled   {samples:>10,} items   ({samples / elapsed:,.0f} samples/s)")
     print(
