@@ -132,6 +132,8 @@ class Client:
             if leaf is None:
                 raise ValueError(f"data must not hold None (value {index} of the flattened data)")
             array = _as_array(leaf)
+            if not array.flags.c_contiguous:  # the chunk store copies contiguous bytes
+                array = np.ascontiguousarray(array)
             key = draw(64)
             chunks.append(
                 transport.add_chunk(key, array, array.dtype.str, array.shape, 1, episode_id=episode)
