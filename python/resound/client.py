@@ -472,7 +472,7 @@ def _batch_sample(parts: list[Any], signature: Any) -> ReplaySample:
             columns = (
                 stacked[0]
                 if len(stacked) == 1
-                else [np.concatenate(c) for c in zip(*stacked, strict=False)]  # type: ignore[arg-type]
+                else [_concatenate(c) for c in zip(*stacked, strict=False)]  # type: ignore[arg-type]
             )
         except ValueError:
             columns = None
@@ -504,5 +504,23 @@ def _stack_items(parts: list[Any]) -> list[np.ndarray]:
                 f"column {index} has different shapes across the batch ({sorted(shapes)}); "
                 "sample_batch needs equal shapes per column, use Client.sample instead"
             )
+        dtypes = {_dtype_key(c.dtype) for c in column}
+        if len(dtypes) != 1:
+            raise ValueError(
+                f"column {index} has different dtypes across the batch ({sorted(dtypes)}); "
+                "sample_batch needs one dtype per column, use Client.sample instead"
+            )
         out.append(np.stack(column))
     return out
+
+
+def _dtype_key(dtype: np.dtype) -> str:
+    # Strings of different widths stack fine; other dtypes must be equal (numpy
+    # would promote them silently, e.g. uint64 and int64 to float64).
+    return dtype.kind if dtype.kind in "SU" else dtype.str
+
+
+def _concatenate(arrays: Sequence[np.ndarray]) -> np.ndarray:
+    if len({_dtype_key(a.dtype) for a in arrays}) != 1:
+        raise ValueError("different dtypes")  # _stack_items reports it per column
+    return np.concatenate(arrays)
