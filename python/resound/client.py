@@ -255,7 +255,7 @@ class Client:
         the rate limiter until the batch is full; ``timeout`` (seconds) bounds
         the whole call: DeadlineExceededError if no sample arrived in time,
         otherwise the samples taken so far (a smaller batch, never lost).
-        Items in one batch must have equal shapes per column (ValueError).
+        Items in one batch must have equal shapes and dtypes per column (ValueError).
         """
         batch_size = _check_count(batch_size, "batch_size")
         timeout = _check_timeout(timeout)
