@@ -463,6 +463,24 @@ class _ColumnHistory:
         return f"ColumnHistory(path={self._path!r}, length={len(self)})"
 
 
+class _NoColumn:
+    """The history side of a field that has only been None so far (it has no
+    column yet): every step reads None."""
+
+    __slots__ = ("_writer", "history", "path")
+
+    def __init__(self, writer: TrajectoryWriter, path: nest.Path) -> None:
+        self._writer = writer
+        self.path = path
+        self.history = ()
+
+    def history_length(self) -> int:
+        return self._writer._steps_in_history
+
+    def history_at(self, position: int) -> None:
+        return None
+
+
 class _PendingItem:
     __slots__ = ("chunks", "request", "table")
 
@@ -504,6 +522,7 @@ class TrajectoryWriter:
         self._episode_steps = 0
         self._step_open = False
         self._columns: dict[nest.Path, _Column] = {}
+        self._none_paths: set[nest.Path] = set()  # fields without a value so far
         self._column_list: list[_Column] = []
         self._configs: dict[nest.Path, tuple[int, int]] = {}
         self._history_size = self._default_keep_alive
@@ -533,7 +552,7 @@ class TrajectoryWriter:
             self._history = nest.unflatten_as(
                 self._structure,
                 [
-                    _ColumnHistory(self, self._columns[path])
+                    _ColumnHistory(self, self._columns.get(path) or _NoColumn(self, path))
                     for path, _ in nest.flatten_with_path(self._structure)
                 ],
             )
@@ -610,6 +629,10 @@ class TrajectoryWriter:
         for path, value in flat:
             if value is None:
                 refs.append(None)
+                if path not in self._columns and path not in self._none_paths:
+                    # A field seen only as None so far: in history, all None.
+                    self._none_paths.add(path)
+                    new_paths = True
                 continue
             column = self._columns.get(path)
             if column is None:
