@@ -7,6 +7,7 @@ batches ready; iteration raises whatever error the thread hit. ``close()``
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from collections.abc import Callable
@@ -86,6 +87,10 @@ class BatchIterator:
         self._closed.set()
         self._finished = True
         self._thread.join()
+        # Wakes a consumer blocked in __next__ on another thread (if the queue
+        # is full, nobody is blocked and __next__ stops on _finished).
+        with contextlib.suppress(queue.Full):
+            self._queue.put_nowait(_DONE)
 
     def __enter__(self) -> BatchIterator:
         return self
