@@ -536,6 +536,16 @@ def test_close_stops_a_thread_blocked_on_an_empty_table(
     assert server.table("queue").info.current_size == 1  # nobody sampled it
 
 
+def test_close_wakes_a_consumer_blocked_in_next_on_another_thread(
+    server: resound.Server, client: resound.Client
+) -> None:
+    batches = client.sample_batches("queue", 1)
+    consumer = Background(next, batches)
+    wait_until(lambda: counters(server, "queue")["waiting_samples"] == 1, "the thread waits")
+    batches.close()
+    consumer.raised(StopIteration)
+
+
 def test_sample_batches_errors_reach_the_consumer(server: resound.Server) -> None:
     client = server.in_process_client()
     with client.sample_batches("queue", 1, timeout=0.01) as batches:
