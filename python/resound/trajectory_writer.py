@@ -575,6 +575,11 @@ class TrajectoryWriter:
 
         Returns ``data``'s structure with a CellRef for every value (None
         where the value was None).
+
+        If a value is rejected (ValueError: wrong dtype or shape, or a field
+        already set in the open step), the values before it (in flattened
+        order) stay in the step, which stays open as after a partial append:
+        complete it with the remaining fields, or end the episode.
         """
         if self._closed or self._error is not None:
             self._check_usable()
@@ -589,15 +594,23 @@ class TrajectoryWriter:
             else:
                 # A new step holding every column: record each value directly.
                 self._steps_in_history += 1
-                for key, column in zip(fast_keys, self._fast_columns, strict=True):
-                    value = data[key]
-                    ref = refs[key] = None if value is None else column.add(value, step)
-                    column.push_history(ref)
+                try:
+                    for key, column in zip(fast_keys, self._fast_columns, strict=True):
+                        value = data[key]
+                        ref = refs[key] = None if value is None else column.add(value, step)
+                        column.push_history(ref)
+                except BaseException:
+                    self._keep_step_open()
+                    raise
             result: Any = refs
         else:
             if not self._step_open:
                 self._open_step()
-            result = self._append_general(data, step)
+            try:
+                result = self._append_general(data, step)
+            except BaseException:
+                self._keep_step_open()
+                raise
         if not partial_step:
             self._step_open = False
             self._episode_step += 1
@@ -605,6 +618,14 @@ class TrajectoryWriter:
         else:
             self._step_open = True
         return result
+
+    def _keep_step_open(self) -> None:
+        """After a failed append: every column gets an entry for the step (None
+        where no value was added), which stays open for the rest of its values."""
+        for column in self._column_list:
+            if column.history_length() < self._steps_in_history:
+                column.push_history(None)
+        self._step_open = True
 
     def _open_step(self) -> None:
         for column in self._column_list:
@@ -626,19 +647,26 @@ class TrajectoryWriter:
         flat = nest.flatten_with_path(data)
         refs = []
         new_paths = False
-        for path, value in flat:
-            if value is None:
-                refs.append(None)
-                if path not in self._columns and path not in self._none_paths:
-                    # A field seen only as None so far: in history, all None.
-                    self._none_paths.add(path)
+        try:
+            for path, value in flat:
+                if value is None:
+                    refs.append(None)
+                    if path not in self._columns and path not in self._none_paths:
+                        # A field seen only as None so far: in history, all None.
+                        self._none_paths.add(path)
+                        new_paths = True
+                    continue
+                column = self._columns.get(path)
+                if column is None:
+                    column = self._new_column(path, value)
                     new_paths = True
-                continue
-            column = self._columns.get(path)
-            if column is None:
-                column = self._new_column(path, value)
-                new_paths = True
-            refs.append(self._add(column, value, step))
+                refs.append(self._add(column, value, step))
+        except BaseException:
+            if new_paths:  # columns made before the failure belong in history
+                self._structure = _merge_structures(self._structure, data)
+                self._history = None
+                self._fast_keys = None
+            raise
         if new_paths or self._structure is None:
             self._structure = _merge_structures(self._structure, data)
             self._history = None
