@@ -7,45 +7,81 @@
 namespace resound::bindings {
 namespace {
 
-int64_t ToInt64(py::handle value, const std::string& argument) {
-  py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(value.ptr()));
-  if (!index) {
-    PyErr_Clear();
-    throw InvalidArgumentError(argument + " must be an integer, got " +
-                               std::string(py::str(py::type::of(value).attr("__name__"))));
-  }
-  const long long result = PyLong_AsLongLong(index.ptr());
-  if (result == -1 && PyErr_Occurred()) {
-    PyErr_Clear();
-    throw InvalidArgumentError(argument + " is out of the int64 range");
-  }
-  return result;
-}
+std::string TypeName(py::handle value) { return py::str(py::type::of(value).attr("__name__")); }
 
 }  // namespace
 
-uint64_t ToKey(py::handle value, const char* argument) {
-  py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(value.ptr()));
-  if (!index) {
-    PyErr_Clear();
-    throw InvalidArgumentError(std::string(argument) + " must be an integer in [0, 2**64), got " +
-                               std::string(py::str(py::type::of(value).attr("__name__"))));
+// The Parse* functions report failure by returning false (with no Python
+// error set), so that callers spell out where the value was only on error:
+// building those strings for every value would cost more than the parse.
+bool ParseKey(py::handle value, uint64_t& out) {
+  if (PyLong_CheckExact(value.ptr())) {
+    out = PyLong_AsUnsignedLongLong(value.ptr());
+  } else {
+    py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(value.ptr()));
+    if (!index) {
+      PyErr_Clear();
+      return false;
+    }
+    out = PyLong_AsUnsignedLongLong(index.ptr());
   }
-  const unsigned long long result = PyLong_AsUnsignedLongLong(index.ptr());
-  if (PyErr_Occurred()) {
+  if (out == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
     PyErr_Clear();
-    throw InvalidArgumentError(std::string(argument) + " must be an integer in [0, 2**64), got " +
-                               std::string(py::str(index)));
+    return false;
+  }
+  return true;
+}
+
+bool ParseInt64(py::handle value, int64_t& out) {
+  long long result = 0;
+  if (PyLong_CheckExact(value.ptr())) {
+    result = PyLong_AsLongLong(value.ptr());
+  } else {
+    py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(value.ptr()));
+    if (!index) {
+      PyErr_Clear();
+      return false;
+    }
+    result = PyLong_AsLongLong(index.ptr());
+  }
+  if (result == -1 && PyErr_Occurred()) {
+    PyErr_Clear();
+    return false;
+  }
+  out = result;
+  return true;
+}
+
+bool ParseDouble(py::handle value, double& out) {
+  out = PyFloat_CheckExact(value.ptr()) ? PyFloat_AS_DOUBLE(value.ptr()) : PyFloat_AsDouble(value.ptr());
+  if (out == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    return false;
+  }
+  return true;
+}
+
+int64_t ToInt64(py::handle value, const std::string& argument) {
+  int64_t result = 0;
+  if (!ParseInt64(value, result)) {
+    throw InvalidArgumentError(argument + " must be an integer in the int64 range, got " + TypeName(value));
   }
   return result;
 }
 
-double ToDouble(py::handle value, const std::string& argument) {
-  const double result = PyFloat_AsDouble(value.ptr());
-  if (result == -1.0 && PyErr_Occurred()) {
-    PyErr_Clear();
-    throw InvalidArgumentError(argument + " must be a number, got " +
-                               std::string(py::str(py::type::of(value).attr("__name__"))));
+uint64_t ToKey(py::handle value, const char* argument) {
+  uint64_t result = 0;
+  if (!ParseKey(value, result)) {
+    throw InvalidArgumentError(std::string(argument) + " must be an integer in [0, 2**64), got " +
+                               std::string(py::repr(value)));
+  }
+  return result;
+}
+
+double ToDouble(py::handle value, const char* argument) {
+  double result = 0;
+  if (!ParseDouble(value, result)) {
+    throw InvalidArgumentError(std::string(argument) + " must be a number, got " + TypeName(value));
   }
   return result;
 }
@@ -53,23 +89,22 @@ double ToDouble(py::handle value, const std::string& argument) {
 Deadline ToDeadline(std::optional<double> timeout) { return Deadline::FromTimeout(timeout); }
 
 Trajectory ToTrajectory(py::handle value, const char* argument) {
-  const std::string name(argument);
   if (!py::isinstance<py::sequence>(value) || py::isinstance<py::str>(value)) {
-    throw InvalidArgumentError(name + " must be a sequence of columns (slices, squeeze)");
+    throw InvalidArgumentError(std::string(argument) + " must be a sequence of columns (slices, squeeze)");
   }
+  const auto column_at = [&](size_t c) { return std::string(argument) + "[" + std::to_string(c) + "]"; };
   Trajectory trajectory;
   const auto columns = py::reinterpret_borrow<py::sequence>(value);
   trajectory.reserve(columns.size());
   for (size_t c = 0; c < columns.size(); ++c) {
-    const std::string where = name + "[" + std::to_string(c) + "]";
     py::object column = columns[c];
     if (!py::isinstance<py::sequence>(column) || py::len(column) != 2) {
-      throw InvalidArgumentError(where + " must be a pair (slices, squeeze)");
+      throw InvalidArgumentError(column_at(c) + " must be a pair (slices, squeeze)");
     }
     const auto pair = py::reinterpret_borrow<py::sequence>(column);
     py::object slices = pair[0];
     if (!py::isinstance<py::sequence>(slices)) {
-      throw InvalidArgumentError(where + "[0] must be a sequence of (chunk_key, offset, length)");
+      throw InvalidArgumentError(column_at(c) + "[0] must be a sequence of (chunk_key, offset, length)");
     }
     TrajectoryColumn out;
     const int squeeze = PyObject_IsTrue(py::object(pair[1]).ptr());
@@ -78,15 +113,23 @@ Trajectory ToTrajectory(py::handle value, const char* argument) {
     const auto slice_list = py::reinterpret_borrow<py::sequence>(slices);
     out.slices.reserve(slice_list.size());
     for (size_t s = 0; s < slice_list.size(); ++s) {
-      const std::string slice_where = where + "[0][" + std::to_string(s) + "]";
+      const auto slice_at = [&] { return column_at(c) + "[0][" + std::to_string(s) + "]"; };
       py::object slice = slice_list[s];
       if (!py::isinstance<py::sequence>(slice) || py::len(slice) != 3) {
-        throw InvalidArgumentError(slice_where + " must be a triple (chunk_key, offset, length)");
+        throw InvalidArgumentError(slice_at() + " must be a triple (chunk_key, offset, length)");
       }
       const auto triple = py::reinterpret_borrow<py::sequence>(slice);
-      out.slices.push_back({ToKey(triple[0], (slice_where + ".chunk_key").c_str()),
-                            ToInt64(triple[1], slice_where + ".offset"),
-                            ToInt64(triple[2], slice_where + ".length")});
+      ChunkSlice parsed;
+      if (!ParseKey(triple[0], parsed.chunk_key)) {
+        throw InvalidArgumentError(slice_at() + ".chunk_key must be an integer in [0, 2**64)");
+      }
+      if (!ParseInt64(triple[1], parsed.offset)) {
+        throw InvalidArgumentError(slice_at() + ".offset must be an integer in the int64 range");
+      }
+      if (!ParseInt64(triple[2], parsed.length)) {
+        throw InvalidArgumentError(slice_at() + ".length must be an integer in the int64 range");
+      }
+      out.slices.push_back(parsed);
     }
     trajectory.push_back(std::move(out));
   }

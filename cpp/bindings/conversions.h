@@ -19,12 +19,21 @@ namespace resound::bindings {
 
 namespace py = pybind11;
 
+// Parsers that return false (Python error cleared) instead of throwing, for
+// loops that name the failing element only when one fails.
+bool ParseKey(py::handle value, uint64_t& out);
+bool ParseInt64(py::handle value, int64_t& out);
+bool ParseDouble(py::handle value, double& out);
+
 // An int (or anything with __index__, e.g. numpy integers) in [0, 2**64).
 uint64_t ToKey(py::handle value, const char* argument);
 
+// An int in the int64 range.
+int64_t ToInt64(py::handle value, const std::string& argument);
+
 // A real number (int, float, numpy scalar); anything else is a ValueError
 // naming `argument`. Range checks are the core's.
-double ToDouble(py::handle value, const std::string& argument);
+double ToDouble(py::handle value, const char* argument);
 
 // None -> wait forever; a number of seconds >= 0 otherwise.
 Deadline ToDeadline(std::optional<double> timeout);

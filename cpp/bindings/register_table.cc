@@ -36,16 +36,75 @@ std::vector<ItemRequest> ToRequests(py::handle items) {
   std::vector<ItemRequest> requests;
   requests.reserve(sequence.size());
   for (size_t i = 0; i < sequence.size(); ++i) {
-    const std::string where = "items[" + std::to_string(i) + "]";
+    const auto where = [i] { return "items[" + std::to_string(i) + "]"; };
     py::object entry = sequence[i];
     if (!py::isinstance<py::sequence>(entry) || py::len(entry) != 3) {
-      throw InvalidArgumentError(where + " must be a triple (key, priority, trajectory)");
+      throw InvalidArgumentError(where() + " must be a triple (key, priority, trajectory)");
     }
     const auto triple = py::reinterpret_borrow<py::sequence>(entry);
-    requests.push_back({ToKey(triple[0], (where + ".key").c_str()), ToDouble(triple[1], where + ".priority"),
-                        ToTrajectory(triple[2], (where + ".trajectory").c_str())});
+    ItemRequest request;
+    if (!ParseKey(triple[0], request.key)) {
+      throw InvalidArgumentError(where() + ".key must be an integer in [0, 2**64)");
+    }
+    if (!ParseDouble(triple[1], request.priority)) {
+      throw InvalidArgumentError(where() + ".priority must be a number");
+    }
+    py::object trajectory = triple[2];
+    if (trajectory.is_none()) throw InvalidArgumentError(where() + ".trajectory must be a sequence of columns");
+    request.trajectory = ToTrajectory(trajectory, "trajectory");
+    requests.push_back(std::move(request));
   }
   return requests;
+}
+
+// Priority updates from a dict {key: priority}, a pair of equally long arrays
+// (keys, priorities), or an iterable of (key, priority) pairs.
+std::vector<std::pair<uint64_t, double>> ToUpdates(const py::object& updates) {
+  std::vector<std::pair<uint64_t, double>> out;
+  if (PyDict_Check(updates.ptr())) {
+    out.reserve(static_cast<size_t>(PyDict_Size(updates.ptr())));
+    PyObject* key = nullptr;
+    PyObject* value = nullptr;
+    Py_ssize_t position = 0;
+    while (PyDict_Next(updates.ptr(), &position, &key, &value)) {
+      std::pair<uint64_t, double> entry;
+      if (!ParseKey(key, entry.first)) {
+        throw InvalidArgumentError("updates key must be an integer in [0, 2**64), got " +
+                                   std::string(py::repr(key)));
+      }
+      if (!ParseDouble(value, entry.second)) {
+        throw InvalidArgumentError("updates priority must be a number, got " + std::string(py::repr(value)));
+      }
+      out.push_back(entry);
+    }
+    return out;
+  }
+  if (py::isinstance<py::tuple>(updates) && py::len(updates) == 2) {
+    const auto pair = py::reinterpret_borrow<py::tuple>(updates);
+    if (py::isinstance<py::array>(pair[0]) && py::isinstance<py::array>(pair[1])) {
+      const auto keys = py::array_t<uint64_t, py::array::c_style | py::array::forcecast>::ensure(pair[0]);
+      const auto priorities = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(pair[1]);
+      if (!keys || !priorities || keys.ndim() != 1 || priorities.ndim() != 1 || keys.size() != priorities.size()) {
+        PyErr_Clear();
+        throw InvalidArgumentError(
+            "updates given as (keys, priorities) must be two 1-D arrays of equal length (uint64 keys, float "
+            "priorities)");
+      }
+      out.reserve(static_cast<size_t>(keys.size()));
+      for (py::ssize_t i = 0; i < keys.size(); ++i) out.emplace_back(keys.data()[i], priorities.data()[i]);
+      return out;
+    }
+  }
+  py::object pairs = py::isinstance<py::dict>(updates) ? updates.attr("items")() : updates;
+  for (py::handle entry : pairs) {
+    if (!py::isinstance<py::sequence>(entry) || py::len(entry) != 2) {
+      throw InvalidArgumentError(
+          "updates must be a dict {key: priority}, a pair of arrays (keys, priorities) or (key, priority) pairs");
+    }
+    const auto pair = py::reinterpret_borrow<py::sequence>(entry);
+    out.emplace_back(ToKey(pair[0], "updates key"), ToDouble(pair[1], "updates priority"));
+  }
+  return out;
 }
 
 template <typename Entry>
@@ -282,16 +341,7 @@ allows.)doc")
           [](Table& table, std::optional<py::object> updates, std::optional<py::object> deletes) {
             std::vector<std::pair<uint64_t, double>> update_list;
             std::vector<uint64_t> delete_list;
-            if (updates && !updates->is_none()) {
-              py::object pairs = py::isinstance<py::dict>(*updates) ? updates->attr("items")() : *updates;
-              for (py::handle entry : pairs) {
-                if (!py::isinstance<py::sequence>(entry) || py::len(entry) != 2) {
-                  throw InvalidArgumentError("updates must be a dict {key: priority} or (key, priority) pairs");
-                }
-                const auto pair = py::reinterpret_borrow<py::sequence>(entry);
-                update_list.emplace_back(ToKey(pair[0], "updates key"), ToDouble(pair[1], "updates priority"));
-              }
-            }
+            if (updates && !updates->is_none()) update_list = ToUpdates(*updates);
             if (deletes && !deletes->is_none()) {
               for (py::handle key : *deletes) delete_list.push_back(ToKey(key, "deletes key"));
             }
