@@ -79,12 +79,17 @@ class Client:
     @property
     def _transport(self) -> Any:
         transport = self._transport_obj
-        if transport is None:
+        # A stopped server may have been replaced by a new one at the same
+        # address (as a remote client would reconnect); else its calls raise
+        # CancelledError.
+        if transport is None or not transport.server.running:
             from resound._transport.embedded import EmbeddedTransport
             from resound.server import find_local_server
 
             server = find_local_server(self._address)
             if server is None:
+                if transport is not None:
+                    return transport
                 raise ConnectionError(
                     f"no resound server is serving {self._address!r} in this process, and the "
                     "remote (gRPC) transport is not available in this version"
