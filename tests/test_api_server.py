@@ -158,6 +158,20 @@ def test_a_stopped_server_is_no_longer_found_by_address() -> None:
         resound.Client(address).server_info()
 
 
+def test_a_client_reaches_a_new_server_at_the_address_of_a_stopped_one() -> None:
+    first = resound.Server([uniform_table()])
+    client = resound.Client(f"localhost:{first.port}")
+    client.insert(1, priorities={"t": 1.0})
+    first.stop()
+    with pytest.raises(resound.CancelledError):  # nothing serves the address now
+        client.insert(2, priorities={"t": 1.0})
+    with resound.Server([uniform_table()], port=first.port) as second:
+        client.insert(3, priorities={"t": 1.0})
+        assert second.table("t").info.current_size == 1
+        assert client.server_info()["t"].current_size == 1
+    assert first.table("t").info.current_size == 1
+
+
 def test_unknown_table_name() -> None:
     with (
         resound.Server([uniform_table("a"), uniform_table("b")], listen=False) as server,
