@@ -756,8 +756,10 @@ class TrajectoryWriter:
                 if chunk not in chunks:
                     chunks.append(chunk)
                 columns.append(([(chunk.key, ref._offset, 1)], leaf._squeeze))
-            else:
+            elif refs:
                 columns.append(_slices(leaf, index, chunks))
+            else:
+                raise _empty_column_error(leaves, index)
         if self._validate_items and (meta is None or meta.flat_signature is not None):
             self._check_signature(table, leaves)
         for chunk in chunks:
@@ -1078,6 +1080,20 @@ def _slices(column: TrajectoryColumn, index: int, chunks: list[_Chunk]) -> tuple
         last_chunk = chunk
         last_offset = ref._offset
     return [tuple(s) for s in slices], column._squeeze
+
+
+def _empty_column_error(leaves: list[Any], index: int) -> Exception:
+    """The error for an empty column ``index`` of a trajectory (Reverb: an
+    empty trajectory if every column is empty)."""
+    for position, leaf in enumerate(leaves):
+        if type(leaf) is not TrajectoryColumn:
+            return TypeError(
+                f"trajectory leaves must be TrajectoryColumn (from writer.history), got "
+                f"{type(leaf).__name__} at position {position}"
+            )
+    if any(len(leaf) for leaf in leaves):
+        return ValueError(f"Error in column {index}: Column must not be empty.")
+    return ValueError("trajectory must not be empty.")
 
 
 def _merge_structures(old: Any, new: Any) -> Any:
