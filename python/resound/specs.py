@@ -59,6 +59,8 @@ def as_shape(shape: Any) -> Shape | None:
             return None
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
+    if not hasattr(shape, "__iter__"):
+        raise ValueError(f"shape must hold ints or None, got {shape!r}")
     dims = []
     for dim in shape:
         value = getattr(dim, "value", dim)  # tf.Dimension in old TF
