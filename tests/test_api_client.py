@@ -603,6 +603,21 @@ def test_prioritized_sampling_follows_updated_priorities(
     np.testing.assert_array_equal(batch.data[0][:, 0], np.ones(20))
 
 
+def test_priorities_accept_numpy_keys_and_values(
+    server: resound.Server, client: resound.Client
+) -> None:
+    for value in range(3):
+        client.insert(value, priorities={"prio": 1.0})
+    item_keys = np.array(keys(server, "prio"), np.uint64)
+    values = np.array([2, 3, 4], np.float32)
+    client.update_priorities("prio", dict(zip(item_keys, values, strict=True)))
+    assert priorities_by_key(server, "prio") == dict(
+        zip(item_keys.tolist(), [2.0, 3.0, 4.0], strict=True)
+    )
+    client.mutate_priorities("prio", deletes=item_keys[:2])
+    assert priorities_by_key(server, "prio") == {int(item_keys[2]): 4.0}
+
+
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -1.0])
 def test_mutate_priorities_is_all_or_nothing(
     server: resound.Server, client: resound.Client, bad: float
