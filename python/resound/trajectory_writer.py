@@ -66,15 +66,28 @@ def _random_source() -> random.Random:
 def _as_array(value: Any) -> np.ndarray:
     array = value if type(value) is np.ndarray else np.asarray(value)
     if array.dtype.kind == "O":
+        # Only strings may hide in object arrays (e.g. from pandas or TF);
+        # anything else (None, sets, objects) would otherwise become its repr.
+        if _all_of(array, bytes):
+            target = np.bytes_
+        elif _all_of(array, str):
+            target = np.str_
+        elif _all_of(array, (bytes, str)):
+            target = np.bytes_
+        else:
+            raise ValueError(
+                f"unsupported object data {value!r}: values must be numbers, bools, arrays "
+                "or strings (str or bytes)"
+            )
         try:
-            array = array.astype(np.bytes_ if _all_bytes(array) else np.str_)
+            array = array.astype(target)
         except (TypeError, ValueError, UnicodeEncodeError) as error:
             raise ValueError(f"unsupported object data {value!r}: {error}") from None
     return array
 
 
-def _all_bytes(array: np.ndarray) -> bool:
-    return all(isinstance(item, bytes) for item in array.flat)
+def _all_of(array: np.ndarray, types: type | tuple[type, ...]) -> bool:
+    return all(isinstance(item, types) for item in array.flat)
 
 
 def _dtype_name(dtype: np.dtype) -> str:
