@@ -56,6 +56,9 @@ _MAX_BATCH = 4096
 # How long the background sender blocks in one core call before it looks at
 # whether the writer was closed or a flush wants to take over.
 _SENDER_SLICE_SECONDS = 0.05
+# How long an idle sender waits before it looks again whether its writer
+# still exists (a writer collected on the sender's own thread cannot wake it).
+_SENDER_IDLE_SECONDS = 1.0
 
 
 def _random_source() -> random.Random:
@@ -828,9 +831,13 @@ class TrajectoryWriter:
         if self._closed:
             return
         self._closed = True
-        self._wake_sender()
         sender = self._sender
-        if sender is not None and sender is not threading.current_thread():
+        if sender is threading.current_thread():
+            # Collected by the garbage collector on its own sender thread, which
+            # may hold the send lock or the wake lock; it stops by itself.
+            return
+        self._wake_sender()
+        if sender is not None:
             sender.join()
         with self._send_lock:
             for item in self._pending:
@@ -966,16 +973,27 @@ class TrajectoryWriter:
         finally:
             self._send_lock.release()
 
-    def _send_locked(self, deadline: float | None, keep: int) -> bool:
+    def _ready_batch(self, keep: int) -> tuple[str, list[_PendingItem]] | None:
+        """The table and the ready items at the front (leaving ``keep``) that
+        go to it in one core call, or None if the front item is not ready."""
         pending = self._pending
-        while len(pending) > keep and pending[0].ready():
-            table = pending[0].table
-            limit = min(_MAX_BATCH, len(pending) - keep)
-            batch = []
-            for item in pending:
-                if len(batch) >= limit or item.table != table or not item.ready():
-                    break
-                batch.append(item)
+        if len(pending) <= keep or not pending[0].ready():
+            return None
+        table = pending[0].table
+        limit = min(_MAX_BATCH, len(pending) - keep)
+        batch = []
+        for item in pending:
+            if len(batch) >= limit or item.table != table or not item.ready():
+                break
+            batch.append(item)
+        return table, batch
+
+    def _send_locked(self, deadline: float | None, keep: int) -> bool:
+        while True:
+            ready = self._ready_batch(keep)
+            if ready is None:
+                break
+            table, batch = ready
             if deadline is None:
                 timeout = None
             elif deadline == 0.0:
@@ -1032,11 +1050,12 @@ class TrajectoryWriter:
     # --- background sender: keeps rate-limited items flowing without user calls
 
     def _start_sender(self) -> None:
-        # The thread holds the writer only weakly, so that an abandoned writer
-        # is still collected (and closed) as in Reverb.
+        # The thread holds the writer only weakly, and not at all while it
+        # waits for the rate limiter, so that an abandoned writer is still
+        # collected (and closed) as in Reverb.
         self._sender = threading.Thread(
             target=_run_sender,
-            args=(weakref.ref(self), self._wake),
+            args=(weakref.ref(self), self._wake, self._send_lock),
             name="resound-trajectory-writer",
             daemon=True,
         )
@@ -1047,7 +1066,9 @@ class TrajectoryWriter:
             self._wake.notify()
 
 
-def _run_sender(writer_ref: weakref.ref[TrajectoryWriter], wake: threading.Condition) -> None:
+def _run_sender(
+    writer_ref: weakref.ref[TrajectoryWriter], wake: threading.Condition, lock: threading.Lock
+) -> None:
     while True:
         writer = writer_ref()
         if writer is None or writer._closed or writer._error is not None:
@@ -1055,13 +1076,51 @@ def _run_sender(writer_ref: weakref.ref[TrajectoryWriter], wake: threading.Condi
         with wake:
             if not (writer._pending and writer._pending[0].ready()):
                 del writer
-                wake.wait()
+                wake.wait(_SENDER_IDLE_SECONDS)
                 continue
-        try:
-            writer._send(time.monotonic() + _SENDER_SLICE_SECONDS)
-        except BaseException:  # noqa: BLE001 - kept in writer._error, raised to the user
-            return
         del writer
+        if not lock.acquire(timeout=_SENDER_SLICE_SECONDS):
+            continue  # a flush is sending
+        try:
+            if not _send_one_batch(writer_ref):
+                return
+        finally:
+            lock.release()
+
+
+def _send_one_batch(writer_ref: weakref.ref[TrajectoryWriter]) -> bool:
+    """Inserts the ready batch at the front of the writer's queue, waiting for
+    the rate limiter at most one slice; False once the sender should stop.
+
+    Called with the send lock held. Nothing that reaches the writer is held
+    while the core call waits (the items' chunk handles keep the data alive).
+    """
+    writer = writer_ref()
+    if writer is None or writer._closed:
+        return False
+    ready = writer._ready_batch(0)
+    if ready is None:
+        return True
+    transport = writer._transport
+    table = ready[0]
+    requests = [item.request for item in ready[1]]
+    handles = [chunk.handle for item in ready[1] for chunk in item.chunks]
+    del writer, ready
+    try:
+        inserted = transport.insert(table, requests, _SENDER_SLICE_SECONDS)
+    except DeadlineExceededError as error:
+        inserted = getattr(error, "num_inserted", 0)
+    except BaseException as error:  # noqa: BLE001 - kept in writer._error, raised to the user
+        writer = writer_ref()
+        if writer is not None:
+            writer._error = error
+        return False
+    del handles  # the table holds the chunks of inserted items
+    writer = writer_ref()
+    if writer is None:
+        return False
+    writer._pop(inserted)
+    return True
 
 
 def _slices(column: TrajectoryColumn, index: int, chunks: list[_Chunk]) -> tuple[list[Any], bool]:
