@@ -27,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import atexit
 import collections
 import contextlib
 import datetime
@@ -1059,6 +1060,7 @@ class TrajectoryWriter:
             name="resound-trajectory-writer",
             daemon=True,
         )
+        _WRITERS_WITH_SENDERS.add(self)
         self._sender.start()
 
     def _wake_sender(self) -> None:
@@ -1121,6 +1123,19 @@ def _send_one_batch(writer_ref: weakref.ref[TrajectoryWriter]) -> bool:
         return False
     writer._pop(inserted)
     return True
+
+
+# Writers whose sender thread runs. They are closed at interpreter exit, before
+# daemon threads are stopped: a sender stopped inside a core call that waits
+# for the rate limiter would abort the process.
+_WRITERS_WITH_SENDERS: weakref.WeakSet[TrajectoryWriter] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_writers_at_exit() -> None:
+    for writer in list(_WRITERS_WITH_SENDERS):
+        with contextlib.suppress(Exception):
+            writer.close()
 
 
 def _slices(column: TrajectoryColumn, index: int, chunks: list[_Chunk]) -> tuple[list[Any], bool]:
