@@ -22,12 +22,15 @@ double PrioritizedSelector::Weight(double priority) const noexcept {
 }
 
 void PrioritizedSelector::ValidatePriority(double priority) const {
-  std::ostringstream message;
+  // This runs for every insert and update: the message stream is built only
+  // on error (constructing one costs more than the whole update).
   if (!std::isfinite(priority) || priority < 0) {
+    std::ostringstream message;
     message << "priority must be a finite number >= 0 for a prioritized selector, got " << priority;
     throw InvalidArgumentError(message.str());
   }
   if (!std::isfinite(Weight(priority))) {
+    std::ostringstream message;
     message << "priority " << priority << " raised to priority_exponent " << exponent_
             << " overflows a double";
     throw InvalidArgumentError(message.str());
