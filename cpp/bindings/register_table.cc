@@ -57,6 +57,30 @@ std::vector<ItemRequest> ToRequests(py::handle items) {
   return requests;
 }
 
+// Column specs as (typestr, shape) pairs; shape is None (any) or a sequence
+// of ints and None (any size).
+std::vector<ColumnSpec> ToColumnSpecs(const py::sequence& specs) {
+  std::vector<ColumnSpec> out;
+  out.reserve(specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    py::object entry = specs[i];
+    if (!py::isinstance<py::sequence>(entry) || py::isinstance<py::str>(entry) || py::len(entry) != 2) {
+      throw InvalidArgumentError("column_specs[" + std::to_string(i) + "] must be a pair (typestr, shape)");
+    }
+    const auto pair = py::reinterpret_borrow<py::sequence>(entry);
+    std::optional<std::vector<int64_t>> shape;
+    py::object dims = pair[1];
+    if (!dims.is_none()) {
+      shape.emplace();
+      for (py::handle dim : dims) {
+        shape->push_back(dim.is_none() ? -1 : ToInt64(dim, "column_specs[" + std::to_string(i) + "] dimension"));
+      }
+    }
+    out.emplace_back(py::cast<std::string>(pair[0]), std::move(shape));
+  }
+  return out;
+}
+
 // Priority updates from a dict {key: priority}, a pair of equally long arrays
 // (keys, priorities), or an iterable of (key, priority) pairs.
 std::vector<std::pair<uint64_t, double>> ToUpdates(const py::object& updates) {
@@ -268,7 +292,8 @@ Example:
       .def(py::init([](const std::string& name, const std::shared_ptr<ItemSelector>& sampler,
                        const std::shared_ptr<ItemSelector>& remover, int64_t max_size,
                        const std::shared_ptr<RateLimiter>& rate_limiter, int32_t max_times_sampled,
-                       const py::bytes& signature, std::shared_ptr<ChunkStore> chunk_store) {
+                       const py::bytes& signature, std::shared_ptr<ChunkStore> chunk_store,
+                       const std::optional<py::sequence>& column_specs) {
              if (!rate_limiter) throw InvalidArgumentError("rate_limiter must be a RateLimiter, got None");
              TableConfig config{name,
                                 OptionsOf(sampler, "sampler"),
@@ -276,18 +301,32 @@ Example:
                                 max_size,
                                 max_times_sampled,
                                 rate_limiter->config(),
-                                std::string(signature)};
+                                std::string(signature),
+                                column_specs ? ToColumnSpecs(*column_specs) : std::vector<ColumnSpec>{}};
              return std::make_shared<Table>(std::move(config), std::move(chunk_store));
            }),
            py::arg("name"), py::arg("sampler"), py::arg("remover"), py::arg("max_size"),
            py::arg("rate_limiter"), py::arg("max_times_sampled") = 0, py::arg("signature") = py::bytes(),
-           py::arg("chunk_store") = py::none(),
+           py::arg("chunk_store") = py::none(), py::arg("column_specs") = py::none(),
            "The table builds its own selectors from the sampler's and remover's options and its own "
            "limiter from rate_limiter's configuration; the objects passed in are not shared.")
       .def_property_readonly("name", &Table::name)
       .def_property_readonly("max_size", [](const Table& t) { return t.config().max_size; })
       .def_property_readonly("max_times_sampled", [](const Table& t) { return t.config().max_times_sampled; })
       .def_property_readonly("signature", [](const Table& t) { return py::bytes(t.config().signature); })
+      .def_property_readonly("column_specs", [](const Table& t) {
+        py::list out;
+        for (const ColumnSpec& spec : t.config().column_specs) {
+          py::object shape = py::none();
+          if (spec.shape()) {
+            py::list dims;
+            for (const int64_t dim : *spec.shape()) dims.append(dim < 0 ? py::object(py::none()) : py::int_(dim));
+            shape = py::tuple(dims);
+          }
+          out.append(py::make_tuple(spec.typestr(), shape));
+        }
+        return out;
+      }, "The signature as (typestr, shape) per column; every insert is checked against it.")
       .def_property_readonly("sampler_options", [](const Table& t) { return t.config().sampler; })
       .def_property_readonly("remover_options", [](const Table& t) { return t.config().remover; })
       .def_property_readonly("chunk_store", &Table::chunk_store)

@@ -17,6 +17,15 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
   return out + "]";
 }
 
+// Chunks of one column must hold the same element type. Strings may differ
+// in width: each chunk is as wide as its longest string.
+bool SameElementType(const DType& a, const DType& b) noexcept {
+  if (a == b) return true;
+  const std::string& x = a.str();
+  const std::string& y = b.str();
+  return x.size() >= 2 && y.size() >= 2 && x[1] == y[1] && (x[1] == 'S' || x[1] == 'U');
+}
+
 }  // namespace
 
 Item::Item(Token, uint64_t key, Trajectory trajectory, std::vector<std::shared_ptr<const Chunk>> chunks,
@@ -27,15 +36,16 @@ Item::Item(Token, uint64_t key, Trajectory trajectory, std::vector<std::shared_p
       column_lengths_(std::move(column_lengths)) {}
 
 std::shared_ptr<const Item> Item::Create(uint64_t key, Trajectory trajectory, const ChunkStore& store) {
-  const std::string where = "item " + std::to_string(key) + ": ";
-  if (trajectory.empty()) throw InvalidArgumentError(where + "trajectory must have at least one column");
+  // Messages are spelled only on error: this runs for every insert.
+  const auto where = [key] { return "item " + std::to_string(key) + ": "; };
+  if (trajectory.empty()) throw InvalidArgumentError(where() + "trajectory must have at least one column");
   std::vector<std::shared_ptr<const Chunk>> chunks;
   std::vector<int64_t> column_lengths;
   column_lengths.reserve(trajectory.size());
   for (size_t c = 0; c < trajectory.size(); ++c) {
     const TrajectoryColumn& column = trajectory[c];
-    const std::string col = where + "column " + std::to_string(c) + ": ";
-    if (column.slices.empty()) throw InvalidArgumentError(col + "must have at least one slice");
+    const auto col = [&where, c] { return where() + "column " + std::to_string(c) + ": "; };
+    if (column.slices.empty()) throw InvalidArgumentError(col() + "must have at least one slice");
     const Chunk* first = nullptr;
     int64_t length = 0;
     for (const ChunkSlice& slice : column.slices) {
@@ -49,22 +59,22 @@ std::shared_ptr<const Item> Item::Create(uint64_t key, Trajectory trajectory, co
       } else {
         auto resolved = store.Find(slice.chunk_key);
         if (!resolved) {
-          throw NotFoundError(col + "chunk " + std::to_string(slice.chunk_key) +
+          throw NotFoundError(col() + "chunk " + std::to_string(slice.chunk_key) +
                               " is not in the chunk store");
         }
         chunk = resolved.get();
         chunks.push_back(std::move(resolved));
       }
       if (slice.length < 1 || slice.offset < 0 || slice.offset > chunk->num_steps() - slice.length) {
-        throw InvalidArgumentError(col + "slice (offset " + std::to_string(slice.offset) + ", length " +
+        throw InvalidArgumentError(col() + "slice (offset " + std::to_string(slice.offset) + ", length " +
                                    std::to_string(slice.length) + ") is outside chunk " +
                                    std::to_string(chunk->key()) + " of " +
                                    std::to_string(chunk->num_steps()) + " steps");
       }
       if (first == nullptr) {
         first = chunk;
-      } else if (chunk->dtype() != first->dtype() || chunk->step_shape() != first->step_shape()) {
-        throw InvalidArgumentError(col + "chunk " + std::to_string(chunk->key()) + " holds " +
+      } else if (!SameElementType(chunk->dtype(), first->dtype()) || chunk->step_shape() != first->step_shape()) {
+        throw InvalidArgumentError(col() + "chunk " + std::to_string(chunk->key()) + " holds " +
                                    chunk->dtype().str() + " " + ShapeString(chunk->step_shape()) +
                                    " but the column's first chunk holds " + first->dtype().str() +
                                    " " + ShapeString(first->step_shape()));
@@ -72,7 +82,7 @@ std::shared_ptr<const Item> Item::Create(uint64_t key, Trajectory trajectory, co
       length += slice.length;
     }
     if (column.squeeze && length != 1) {
-      throw InvalidArgumentError(col + "a squeezed column must have exactly one row, got " +
+      throw InvalidArgumentError(col() + "a squeezed column must have exactly one row, got " +
                                  std::to_string(length));
     }
     column_lengths.push_back(length);

@@ -46,7 +46,9 @@ void Table::ValidatePriority(double priority) const {
 
 std::shared_ptr<const Item> Table::Build(ItemRequest& request) const {
   ValidatePriority(request.priority);
-  return Item::Create(request.key, std::move(request.trajectory), *store_);
+  auto item = Item::Create(request.key, std::move(request.trajectory), *store_);
+  if (!config_.column_specs.empty()) ColumnSpec::Check(config_.column_specs, *item);
+  return item;
 }
 
 void Table::AddReferences(const Item& item) {

@@ -7,7 +7,9 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "resound/column_spec.h"
 #include "resound/item.h"
 #include "resound/rate_limiter.h"
 #include "resound/selectors/selector_options.h"
@@ -25,6 +27,9 @@ struct TableConfig {
   RateLimiterConfig rate_limiter;
   // Opaque to the core: the Python layer stores the encoded table signature.
   std::string signature;
+  // The signature flattened to one spec per column; every inserted item is
+  // checked against it. Empty: no check.
+  std::vector<ColumnSpec> column_specs;
 
   // Throws InvalidArgumentError naming the first bad field.
   void Validate() const;

@@ -249,7 +249,10 @@ class Table:
         max_times_sampled: int = 0,
         signature: bytes = b"",
         chunk_store: ChunkStore | None = None,
+        column_specs: Sequence[tuple[str, Sequence[int | None] | None]] | None = None,
     ) -> None: ...
+    @property
+    def column_specs(self) -> list[tuple[str, tuple[int | None, ...] | None]]: ...
     @property
     def name(self) -> str: ...
     @property

@@ -118,6 +118,9 @@ class Table:
             int(max_times_sampled),
             encoded_signature,
             _CHUNK_STORE,
+            None
+            if self._flat_signature is None
+            else [(spec.dtype.str, spec.shape) for spec in self._flat_signature],
         )
         # Last, so that a construction that fails leaves the objects unbound.
         _claim((("sampler", sampler), ("remover", remover), ("rate_limiter", rate_limiter)), self)
