@@ -73,8 +73,9 @@ void ColumnSpec::Check(const std::vector<ColumnSpec>& specs, const Item& item) {
     const std::vector<int64_t>& step_shape = chunk->step_shape();
     const int64_t rows = item.column_length(c);
     std::vector<int64_t> shape;
+    shape.reserve(step_shape.size() + 1);
     if (!trajectory[c].squeeze) shape.push_back(rows);
-    shape.insert(shape.end(), step_shape.begin(), step_shape.end());
+    for (const int64_t dim : step_shape) shape.push_back(dim);
     const bool shape_ok =
         spec.MatchesShape(shape) || (!trajectory[c].squeeze && rows == 1 && spec.MatchesShape(step_shape));
     if (!spec.MatchesDtype(chunk->dtype().str()) || !shape_ok) {
