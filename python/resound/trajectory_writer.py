@@ -212,10 +212,7 @@ class _Column:
             and array.dtype != self.dtype
             and not (self.is_string and array.dtype.kind == self.dtype.kind)
         ):
-            raise ValueError(
-                f"Tensor of wrong dtype provided for column {self.path!r}. Got "
-                f"{_dtype_name(array.dtype)} but expected {_dtype_name(self.dtype)}."
-            )
+            array = self._convert_other_dtype(array)
         if array.shape != self.shape:
             raise ValueError(
                 f"Tensor of incompatible shape provided for column {self.path!r}. Got "
@@ -241,6 +238,18 @@ class _Column:
         if self.open_length >= self.max_chunk_length:
             self.finalize()
         return ref
+
+    def _convert_other_dtype(self, array: np.ndarray) -> np.ndarray:
+        """``array`` as this column's dtype if it is an object array of strings
+        for a string column; otherwise the wrong-dtype ValueError."""
+        if array.dtype.kind == "O":
+            array = _as_array(array)
+            if self.is_string and array.dtype.kind == self.dtype.kind:
+                return array
+        raise ValueError(
+            f"Tensor of wrong dtype provided for column {self.path!r}. Got "
+            f"{_dtype_name(array.dtype)} but expected {_dtype_name(self.dtype)}."
+        )
 
     def _add_direct(self, array: np.ndarray, step: int) -> CellRef:
         """One-step chunks of plain numeric data go to the store at once: the
@@ -779,15 +788,23 @@ class TrajectoryWriter:
                 raise _empty_column_error(leaves, index)
         if self._validate_items and (meta is None or meta.flat_signature is not None):
             self._check_signature(table, leaves)
+        request = (self._draw_key(), priority, columns)
+        pending = self._pending
+        if not pending and self._sender is None and _all_complete(chunks):
+            # The common case: nothing waits and no sender thread runs, so
+            # this thread may insert right away, without queueing.
+            try:
+                self._transport.insert(table, [request], 0.0)
+                return
+            except DeadlineExceededError:
+                pass  # rate limited: queue it; the sender thread takes over
+            except BaseException as error:
+                self._error = error
+                raise
         for chunk in chunks:
             chunk.pins += 1
-        item = _PendingItem(table, (self._draw_key(), priority, columns), chunks)
-        pending = self._pending
-        pending.append(item)
-        if len(pending) == 1 and self._sender is None:
-            if item.ready():
-                self._send_single(item)
-        elif pending[0].ready():
+        pending.append(_PendingItem(table, request, chunks))
+        if pending[0].ready():
             self._send_now()
 
     def flush(self, block_until_num_items: int = 0, timeout_ms: int | None = None) -> None:
@@ -933,21 +950,6 @@ class TrajectoryWriter:
     def _chunk_completed(self) -> None:
         if self._pending and self._pending[0].ready():
             self._send_now()
-
-    def _send_single(self, item: _PendingItem) -> None:
-        """The common case: the only waiting item, no sender thread, so no
-        other thread can be sending."""
-        try:
-            self._transport.insert(item.table, [item.request], 0.0)
-        except DeadlineExceededError:
-            self._send_now()  # rate limited: the sender thread takes it from here
-            return
-        except BaseException as error:
-            self._error = error
-            raise
-        self._pending.popleft()
-        for chunk in item.chunks:
-            chunk.pins -= 1
 
     def _send_now(self) -> None:
         """Inserts what the limiter admits right now; the background sender
@@ -1136,6 +1138,14 @@ def _close_writers_at_exit() -> None:
     for writer in list(_WRITERS_WITH_SENDERS):
         with contextlib.suppress(Exception):
             writer.close()
+
+
+def _all_complete(chunks: list[_Chunk]) -> bool:
+    # A plain loop: all() over a generator costs more on this hot path.
+    for chunk in chunks:  # noqa: SIM110
+        if chunk.handle is None:
+            return False
+    return True
 
 
 def _slices(column: TrajectoryColumn, index: int, chunks: list[_Chunk]) -> tuple[list[Any], bool]:
