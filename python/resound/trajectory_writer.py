@@ -257,18 +257,24 @@ class _Column:
         writer = self.writer
         chunk = _Chunk(self, writer._draw_key(), step)
         # Positional arguments: keyword arguments cost more than the copy.
-        chunk.handle = self.store_add(
-            chunk.key,
-            array,
-            self.typestr,
-            self.shape,
-            1,
-            "none",
-            False,
-            writer._episode_id,
-            step,
-            step,
-        )
+        try:
+            chunk.handle = self.store_add(
+                chunk.key,
+                array,
+                self.typestr,
+                self.shape,
+                1,
+                "none",
+                False,
+                writer._episode_id,
+                step,
+                step,
+            )
+        except ValueError:
+            if array.flags.c_contiguous:
+                raise
+            # The store copies C-contiguous buffers only (slices, Fortran order).
+            return self._add_direct(np.ascontiguousarray(array), step)
         ref = CellRef(self, chunk, 0, self.count)
         self.count += 1
         if writer._pending:
