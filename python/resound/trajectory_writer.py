@@ -1023,9 +1023,11 @@ class TrajectoryWriter:
     def _pop(self, count: int) -> None:
         pending = self._pending
         for _ in range(count):
-            item = pending.popleft()
-            for chunk in item.chunks:
+            # Unpinned before it leaves the queue: a flush that sees the queue
+            # shrink (from another thread) also sees the references released.
+            for chunk in pending[0].chunks:
                 chunk.pins -= 1
+            pending.popleft()
 
     def _wait_until(self, keep: int, timeout_ms: int | None, call: str) -> None:
         deadline = None if timeout_ms is None else time.monotonic() + max(0.0, timeout_ms / 1000)
