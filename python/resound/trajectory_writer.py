@@ -33,6 +33,7 @@ import contextlib
 import datetime
 import functools
 import math
+import numbers
 import os
 import random
 import threading
@@ -903,10 +904,10 @@ class TrajectoryWriter:
         return table
 
     def _check_item_priority(self, table: str, priority: Any) -> float:
-        try:
-            value = float(priority)
-        except (TypeError, ValueError):
-            raise ValueError(f"priority must be a number, got {priority!r}") from None
+        if isinstance(priority, bool) or not isinstance(priority, numbers.Real):
+            # float() would also take '1.5' or True (Client.insert refuses both).
+            raise ValueError(f"priority must be a number, got {priority!r}")
+        value = float(priority)
         if math.isnan(value):
             raise ValueError("`priority` must not be nan.")
         if math.isinf(value):
