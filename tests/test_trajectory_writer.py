@@ -671,6 +671,20 @@ def test_create_item_validates_the_priority(serve):
     assert [item.priority for item in items(server, "p")] == [0.0]
 
 
+def test_create_item_priority_must_be_a_number(serve):
+    server, client = serve(queue())
+    writer = client.trajectory_writer(2)
+    writer.append({"x": 1})
+    column = writer.history["x"][-1]
+    for bad in ("1.5", True, np.bool_(False), None, [1.0]):
+        with pytest.raises(ValueError, match="priority must be a number"):
+            writer.create_item("q", bad, column)
+    for good in (2, np.float32(0.5), np.int64(3)):
+        writer.create_item("q", good, column)
+    writer.flush()
+    assert [item.priority for item in items(server)] == [2.0, 0.5, 3.0]
+
+
 def test_create_item_for_an_unknown_table(serve):
     server, client = serve(queue())
     writer = client.trajectory_writer(2)
