@@ -242,11 +242,14 @@ class _Column:
 
     def _convert_other_dtype(self, array: np.ndarray) -> np.ndarray:
         """``array`` as this column's dtype if it is an object array of strings
-        for a string column; otherwise the wrong-dtype ValueError."""
+        for a string column or the column's type in the other byte order;
+        otherwise the wrong-dtype ValueError."""
         if array.dtype.kind == "O":
             array = _as_array(array)
             if self.is_string and array.dtype.kind == self.dtype.kind:
                 return array
+        elif array.dtype.newbyteorder("=") == self.dtype.newbyteorder("="):
+            return array.astype(self.dtype)  # the same type in the other byte order
         raise ValueError(
             f"Tensor of wrong dtype provided for column {self.path!r}. Got "
             f"{_dtype_name(array.dtype)} but expected {_dtype_name(self.dtype)}."
