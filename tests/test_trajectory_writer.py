@@ -211,6 +211,23 @@ def test_dtype_error_names_the_nested_path(serve):
         writer.append({"nest": {"sub": np.zeros(2)}})
 
 
+@pytest.mark.parametrize("chunk_length", [1, 3])
+def test_either_byte_order_fits_a_column(serve, chunk_length):
+    _, client = serve(queue())
+    writer = client.trajectory_writer(3, max_chunk_length=chunk_length)
+    writer.append({"f": np.arange(3, dtype=">f4"), "i": np.arange(2, dtype="<i8")})
+    writer.append({"f": np.arange(3, dtype="<f4") + 1, "i": np.arange(2, dtype=">i8") + 1})
+    writer.append({"f": np.arange(3, dtype=">f4") + 2, "i": np.arange(2, dtype="<i8") + 2})
+    writer.create_item("q", 1.0, {"f": writer.history["f"][:], "i": writer.history["i"][:]})
+    writer.flush()
+    f, i = take(client, "q")[0]
+    np.testing.assert_array_equal(f, [[0, 1, 2], [1, 2, 3], [2, 3, 4]])
+    np.testing.assert_array_equal(i, [[0, 1], [1, 2], [2, 3]])
+    assert f.dtype.newbyteorder("=") == np.float32 and i.dtype.newbyteorder("=") == np.int64
+    with pytest.raises(ValueError, match="Got float64 but expected float32"):
+        writer.append({"f": np.arange(3, dtype=">f8")})
+
+
 def test_strings_of_any_length_fit_a_string_column(serve):
     _, client = serve(queue())
     writer = client.trajectory_writer(3, max_chunk_length=3)
