@@ -573,6 +573,9 @@ class TrajectoryWriter:
         self._wake = threading.Condition(threading.Lock())
         self._sender: threading.Thread | None = None
         self._error: BaseException | None = None
+        # Items per core call; 1 once a batch was refused, so that the items
+        # before a refused one still go in (the core checks a whole batch first).
+        self._batch_limit = _MAX_BATCH
         self._closed = False
 
     # --- properties
@@ -993,7 +996,7 @@ class TrajectoryWriter:
         if len(pending) <= keep or not pending[0].ready():
             return None
         table = pending[0].table
-        limit = min(_MAX_BATCH, len(pending) - keep)
+        limit = min(self._batch_limit, len(pending) - keep)
         batch = []
         for item in pending:
             if len(batch) >= limit or item.table != table or not item.ready():
@@ -1019,6 +1022,10 @@ class TrajectoryWriter:
                 self._pop(getattr(error, "num_inserted", 0))
                 return False
             except BaseException as error:
+                if len(batch) > 1 and isinstance(error, Exception):
+                    self._pop(getattr(error, "num_inserted", 0))
+                    self._batch_limit = 1  # find the refused item
+                    continue
                 self._error = error
                 raise
             self._pop(inserted)
@@ -1129,6 +1136,10 @@ def _send_one_batch(writer_ref: weakref.ref[TrajectoryWriter]) -> bool:
     except BaseException as error:  # noqa: BLE001 - kept in writer._error, raised to the user
         writer = writer_ref()
         if writer is not None:
+            if len(requests) > 1 and isinstance(error, Exception):
+                writer._pop(getattr(error, "num_inserted", 0))
+                writer._batch_limit = 1  # find the refused item
+                return True
             writer._error = error
         return False
     del handles  # the table holds the chunks of inserted items
