@@ -757,6 +757,44 @@ def test_create_item_checks_the_table_signature(serve, make_trajectory, message)
     assert size(server) == 1
 
 
+def test_without_validation_the_table_refuses_a_mismatched_item(serve):
+    # validate_items=False skips the writer's check; the table still checks
+    # (deviation 9), and as in Reverb a refused item is a permanent error.
+    server, client = serve(queue(signature=SIGNATURE))
+    writer = client.trajectory_writer(2, validate_items=False)
+    for step in range(2):
+        writer.append({"obs": np.zeros(3), "step": step})  # float64, not float32
+    history = writer.history
+    with pytest.raises(ValueError, match="signature"):
+        writer.create_item("q", 1.0, {"obs": history["obs"][-2:], "step": history["step"][-1]})
+        writer.flush()
+    assert size(server) == 0
+    with pytest.raises(ValueError, match="signature"):
+        writer.append({"obs": np.zeros(3), "step": 2})
+    writer.close()
+
+
+def test_items_before_a_refused_one_still_go_in(serve):
+    # The core checks a whole batch before inserting any of it; the writer
+    # must not let a refused item take the items queued before it along.
+    signature = {"a": TensorSpec((), np.float32), "b": TensorSpec((), np.int64)}
+    server, client = serve(queue(signature=signature))
+    writer = client.trajectory_writer(2, validate_items=False)
+    writer.append({"f": np.float32(1.5), "i": 7})
+    f, i = writer.history["f"][-1], writer.history["i"][-1]
+    writer.create_item("q", 1.0, {"a": f, "b": i})
+    writer.create_item("q", 1.0, {"a": i, "b": f})  # refused by the table
+    writer.create_item("q", 1.0, {"a": f, "b": i})
+    assert writer.num_pending_items == 3  # all wait for the same two chunks
+    with pytest.raises(ValueError, match="signature"):
+        writer.flush()
+    assert size(server) == 1
+    assert take(client, "q") == [[np.float32(1.5), np.int64(7)]]
+    with pytest.raises(ValueError, match="signature"):
+        writer.flush()  # the error is permanent, as in Reverb
+    writer.close()
+
+
 def test_create_item_never_blocks(serve):
     server, client = serve(queue(max_size=1))
     writer = client.trajectory_writer(1)
