@@ -6,18 +6,29 @@
 // so lookups stay short under heavy insert/delete churn.
 //
 // Pointers to values are invalidated by any insert or erase.
+//
+// By default every slot carries a flag saying whether it is in use, which
+// with padding costs 8 bytes per slot for most value types. A value type with
+// a natural "nothing here" state can instead name it through the `EmptyValue`
+// policy, a type with `static bool IsEmpty(const V&) noexcept` that holds for
+// `V()`: a slot is then free exactly when its value is empty, and an empty
+// value may not be inserted.
 #ifndef RESOUND_KEY_MAP_H_
 #define RESOUND_KEY_MAP_H_
 
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 namespace resound {
 
-template <typename V>
+// The default policy: slots carry a separate in-use flag.
+struct KeyMapUseFlag {};
+
+template <typename V, typename EmptyValue = KeyMapUseFlag>
 class KeyMap {
  public:
   KeyMap() { Rehash(kMinCapacity); }
@@ -28,7 +39,7 @@ class KeyMap {
   V* Find(uint64_t key) noexcept {
     for (size_t i = Home(key);; i = Next(i)) {
       Slot& slot = slots_[i];
-      if (!slot.used) return nullptr;
+      if (!Used(slot)) return nullptr;
       if (slot.key == key) return &slot.value;
     }
   }
@@ -39,15 +50,14 @@ class KeyMap {
   void Prefetch(uint64_t key) const noexcept { __builtin_prefetch(&slots_[Home(key)]); }
 
   // Inserts `value` under `key` unless the key is present. Returns the stored
-  // value and whether it was inserted.
+  // value and whether it was inserted. With an EmptyValue policy, `value`
+  // must not be empty.
   std::pair<V*, bool> TryEmplace(uint64_t key, V value) {
     if (V* existing = Find(key)) return {existing, false};
     if ((size_ + 1) * kMaxLoadDen > slots_.size() * kMaxLoadNum) Rehash(slots_.size() * 2);
     size_t i = Home(key);
-    while (slots_[i].used) i = Next(i);
-    slots_[i].used = true;
-    slots_[i].key = key;
-    slots_[i].value = std::move(value);
+    while (Used(slots_[i])) i = Next(i);
+    Occupy(slots_[i], key, std::move(value));
     ++size_;
     return {&slots_[i].value, true};
   }
@@ -56,7 +66,7 @@ class KeyMap {
   bool Erase(uint64_t key) noexcept {
     size_t hole = Home(key);
     while (true) {
-      if (!slots_[hole].used) return false;
+      if (!Used(slots_[hole])) return false;
       if (slots_[hole].key == key) break;
       hole = Next(hole);
     }
@@ -64,7 +74,7 @@ class KeyMap {
     // when the hole lies on their path from their home slot.
     for (size_t j = Next(hole);; j = Next(j)) {
       Slot& slot = slots_[j];
-      if (!slot.used) break;
+      if (!Used(slot)) break;
       const size_t home = Home(slot.key);
       const bool hole_on_path = hole <= j ? (home <= hole || home > j) : (home <= hole && home > j);
       if (hole_on_path) {
@@ -73,8 +83,7 @@ class KeyMap {
         hole = j;
       }
     }
-    slots_[hole].used = false;
-    slots_[hole].value = V();
+    Vacate(slots_[hole]);
     --size_;
     return true;
   }
@@ -88,7 +97,7 @@ class KeyMap {
   template <typename F>
   void ForEach(F&& visit) const {
     for (const Slot& slot : slots_) {
-      if (slot.used) visit(slot.key, slot.value);
+      if (Used(slot)) visit(slot.key, slot.value);
     }
   }
 
@@ -101,11 +110,35 @@ class KeyMap {
   static constexpr size_t kMaxLoadNum = 7;
   static constexpr size_t kMaxLoadDen = 10;
 
-  struct Slot {
+  static constexpr bool kUseFlag = std::is_same_v<EmptyValue, KeyMapUseFlag>;
+
+  struct FlaggedSlot {
     uint64_t key = 0;
     bool used = false;
     V value{};
   };
+  struct PlainSlot {
+    uint64_t key = 0;
+    V value{};
+  };
+  using Slot = std::conditional_t<kUseFlag, FlaggedSlot, PlainSlot>;
+
+  static bool Used(const Slot& slot) noexcept {
+    if constexpr (kUseFlag) {
+      return slot.used;
+    } else {
+      return !EmptyValue::IsEmpty(slot.value);
+    }
+  }
+  static void Occupy(Slot& slot, uint64_t key, V&& value) {
+    if constexpr (kUseFlag) slot.used = true;
+    slot.key = key;
+    slot.value = std::move(value);
+  }
+  static void Vacate(Slot& slot) noexcept {
+    if constexpr (kUseFlag) slot.used = false;
+    slot.value = V();
+  }
 
   size_t Home(uint64_t key) const noexcept {
     // Fibonacci hashing: sequential keys spread over the whole table.
@@ -119,12 +152,10 @@ class KeyMap {
     slots_.resize(capacity);
     shift_ = 64 - std::countr_zero(capacity);
     for (Slot& slot : old) {
-      if (!slot.used) continue;
+      if (!Used(slot)) continue;
       size_t i = Home(slot.key);
-      while (slots_[i].used) i = Next(i);
-      slots_[i].used = true;
-      slots_[i].key = slot.key;
-      slots_[i].value = std::move(slot.value);
+      while (Used(slots_[i])) i = Next(i);
+      Occupy(slots_[i], slot.key, std::move(slot.value));
     }
   }
 

@@ -1,7 +1,9 @@
 // Random inserts, erases and lookups on KeyMap checked against
 // std::unordered_map. Keys are drawn from small ranges and from multiples of
 // a large power of two so that probe runs collide and wrap around the end of
-// the slot array, which is where backward-shift deletion can go wrong.
+// the slot array, which is where backward-shift deletion can go wrong. Both
+// slot layouts run: with an in-use flag, and with values that mark free
+// slots themselves.
 #include <cstdint>
 #include <cstdio>
 #include <random>
@@ -13,18 +15,24 @@
 namespace resound {
 namespace {
 
+// Zero marks a free slot; the values stored below are never zero.
+struct ZeroIsEmpty {
+  static bool IsEmpty(uint64_t value) noexcept { return value == 0; }
+};
+
+template <typename Map>
 void Run(uint64_t seed, uint64_t key_range, uint64_t key_stride) {
-  KeyMap<uint64_t> map;
+  Map map;
   std::unordered_map<uint64_t, uint64_t> reference;
   std::mt19937_64 rng(seed);
   for (int step = 0; step < 200000; ++step) {
     const uint64_t key = (rng() % key_range) * key_stride;
     switch (rng() % 3) {
       case 0: {
-        const auto [value, inserted] = map.TryEmplace(key, key ^ 0xABCDEF);
+        const auto [value, inserted] = map.TryEmplace(key, (key ^ 0xABCDEF) | 1);
         RESOUND_CHECK(inserted == (reference.count(key) == 0));
-        RESOUND_CHECK(*value == (key ^ 0xABCDEF));
-        reference.emplace(key, key ^ 0xABCDEF);
+        RESOUND_CHECK(*value == ((key ^ 0xABCDEF) | 1));
+        reference.emplace(key, (key ^ 0xABCDEF) | 1);
         break;
       }
       case 1:
@@ -55,10 +63,18 @@ void Run(uint64_t seed, uint64_t key_range, uint64_t key_stride) {
 }  // namespace resound
 
 int main() {
-  resound::Run(1, 40, 1);
-  resound::Run(2, 3000, 1);
-  resound::Run(3, 500, uint64_t{1} << 40);
-  resound::Run(4, 100000, 0x9E3779B97F4A7C15ULL);
+  using Flagged = resound::KeyMap<uint64_t>;
+  using Plain = resound::KeyMap<uint64_t, resound::ZeroIsEmpty>;
+  // The plain layout is a key and a value per slot, no flag.
+  RESOUND_CHECK(Plain().memory_bytes() * 3 == Flagged().memory_bytes() * 2);
+  resound::Run<Flagged>(1, 40, 1);
+  resound::Run<Flagged>(2, 3000, 1);
+  resound::Run<Flagged>(3, 500, uint64_t{1} << 40);
+  resound::Run<Flagged>(4, 100000, 0x9E3779B97F4A7C15ULL);
+  resound::Run<Plain>(5, 40, 1);
+  resound::Run<Plain>(6, 3000, 1);
+  resound::Run<Plain>(7, 500, uint64_t{1} << 40);
+  resound::Run<Plain>(8, 100000, 0x9E3779B97F4A7C15ULL);
   std::printf("key_map_test: OK\n");
   return 0;
 }
