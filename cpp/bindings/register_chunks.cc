@@ -2,10 +2,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <cstring>
 #include <limits>
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "conversions.h"
@@ -38,7 +38,7 @@ class BufferView {
   Py_buffer view_{};
 };
 
-py::tuple ShapeTuple(const std::vector<int64_t>& shape) {
+py::tuple ShapeTuple(std::span<const int64_t> shape) {
   py::tuple out(shape.size());
   for (size_t i = 0; i < shape.size(); ++i) out[i] = shape[i];
   return out;
@@ -58,12 +58,12 @@ numpy.frombuffer(chunk, dtype) read the payload without copying.
                              "Shape of one step (cell) of the column.")
       .def_property_readonly("num_steps", &Chunk::num_steps)
       .def_property_readonly("compression",
-                             [](const Chunk& c) { return CompressionName(c.metadata().compression); })
-      .def_property_readonly("delta_encoded", [](const Chunk& c) { return c.metadata().delta_encoded; })
+                             [](const Chunk& c) { return CompressionName(c.compression()); })
+      .def_property_readonly("delta_encoded", [](const Chunk& c) { return c.delta_encoded(); })
       .def_property_readonly("episode_id", &Chunk::episode_id)
-      .def_property_readonly("start_step", [](const Chunk& c) { return c.metadata().start_step; })
-      .def_property_readonly("end_step", [](const Chunk& c) { return c.metadata().end_step; })
-      .def_property_readonly("uncompressed_size", [](const Chunk& c) { return c.metadata().uncompressed_size; })
+      .def_property_readonly("start_step", [](const Chunk& c) { return c.start_step(); })
+      .def_property_readonly("end_step", [](const Chunk& c) { return c.end_step(); })
+      .def_property_readonly("uncompressed_size", [](const Chunk& c) { return c.uncompressed_size(); })
       .def_property_readonly("nbytes", &Chunk::data_size, "Size of the stored (maybe compressed) payload.")
       .def_property_readonly("memory_bytes", &Chunk::memory_bytes)
       .def_buffer([](Chunk& c) {
@@ -71,10 +71,10 @@ numpy.frombuffer(chunk, dtype) read the payload without copying.
                                1, {static_cast<py::ssize_t>(c.data_size())}, {1}, /*readonly=*/true);
       })
       .def("__repr__", [](const Chunk& c) {
-        return "Chunk(key=" + std::to_string(c.key()) + ", dtype='" + c.dtype().str() +
+        return "Chunk(key=" + std::to_string(c.key()) + ", dtype='" + std::string(c.dtype().str()) +
                "', shape=" + std::string(py::repr(ShapeTuple(c.step_shape()))) +
                ", num_steps=" + std::to_string(c.num_steps()) + ", compression='" +
-               CompressionName(c.metadata().compression) + "', nbytes=" + std::to_string(c.data_size()) + ")";
+               CompressionName(c.compression()) + "', nbytes=" + std::to_string(c.data_size()) + ")";
       });
 
   py::class_<ChunkStore, std::shared_ptr<ChunkStore>>(m, "ChunkStore", R"doc(
@@ -105,12 +105,11 @@ an item references it, and disappears from the store when the last one goes.
             BufferView view(data);
             std::shared_ptr<const Chunk> chunk;
             {
-              // The copy and the store insert run without the GIL; the view
-              // keeps the exporter from resizing the buffer meanwhile.
+              // The copy into the chunk and the store insert run without the
+              // GIL; the view keeps the exporter from resizing the buffer
+              // meanwhile.
               py::gil_scoped_release release;
-              PayloadBuffer payload(view.size());
-              if (view.size() > 0) std::memcpy(payload.data(), view.data(), view.size());
-              chunk = store.Insert(std::move(metadata), std::move(payload));
+              chunk = store.Insert(metadata, {static_cast<const std::byte*>(view.data()), view.size()});
             }
             return Hold(std::move(chunk));
           },

@@ -2,17 +2,20 @@
 // `step_shape` elements of `dtype`, stored as opaque (possibly compressed)
 // bytes. Chunks are created once by a writer, shared by every item that
 // slices them and never modified, so readers need no lock to use them.
+//
+// Only a ChunkStore makes chunks. It puts the chunk, its step shape and its
+// payload in one allocation together with the shared_ptr control block, so a
+// chunk costs a single heap block beyond its payload bytes.
 #ifndef RESOUND_CHUNK_H_
 #define RESOUND_CHUNK_H_
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "resound/dtype.h"
-#include "resound/payload_buffer.h"
 
 namespace resound {
 
@@ -22,7 +25,8 @@ enum class Compression : uint8_t { kNone = 0, kLz4 = 1 };
 Compression ParseCompression(const std::string& name);
 const char* CompressionName(Compression compression) noexcept;
 
-// Everything about a chunk except its payload.
+// Everything about a chunk except its payload: the description a writer
+// sends. The chunk keeps these values in a compact form of its own.
 struct ChunkMetadata {
   uint64_t key = 0;
   DType dtype = DType::Parse("<f4");
@@ -38,26 +42,37 @@ struct ChunkMetadata {
 
 class Chunk {
  public:
-  // Validates the metadata against the payload; throws InvalidArgumentError
-  // naming the inconsistent field.
-  Chunk(ChunkMetadata metadata, PayloadBuffer payload);
-
   // num_steps * prod(step_shape) * itemsize, checked for negative dimensions
   // and overflow (InvalidArgumentError naming the chunk).
   static int64_t RawSize(const ChunkMetadata& metadata);
 
-  Chunk(Chunk&&) noexcept = default;
+  // Throws InvalidArgumentError naming the inconsistent field unless
+  // `metadata` describes a valid chunk whose payload has `payload_size` bytes.
+  static void Validate(const ChunkMetadata& metadata, size_t payload_size);
+
+  // Bytes of storage a chunk needs beside the object: its step shape and
+  // its payload.
+  static size_t StorageBytes(const ChunkMetadata& metadata, size_t payload_size) noexcept;
+
   Chunk(const Chunk&) = delete;
   Chunk& operator=(const Chunk&) = delete;
+  // Public for pybind11's holder machinery; chunks are only ever destroyed
+  // through the store's shared_ptr control block, which knows their type.
+  ~Chunk() = default;
 
-  const ChunkMetadata& metadata() const noexcept { return metadata_; }
-  uint64_t key() const noexcept { return metadata_.key; }
-  int64_t num_steps() const noexcept { return metadata_.num_steps; }
-  const DType& dtype() const noexcept { return metadata_.dtype; }
-  const std::vector<int64_t>& step_shape() const noexcept { return metadata_.step_shape; }
-  uint64_t episode_id() const noexcept { return metadata_.episode_id; }
-  const std::byte* data() const noexcept { return payload_.data(); }
-  size_t data_size() const noexcept { return payload_.size(); }
+  uint64_t key() const noexcept { return key_; }
+  int64_t num_steps() const noexcept { return num_steps_; }
+  const DType& dtype() const noexcept { return dtype_; }
+  std::span<const int64_t> step_shape() const noexcept;
+  uint64_t episode_id() const noexcept { return episode_id_; }
+  Compression compression() const noexcept { return compression_; }
+  bool delta_encoded() const noexcept { return delta_encoded_; }
+  int64_t start_step() const noexcept { return start_step_; }
+  int64_t end_step() const noexcept { return end_step_; }
+  // Bytes of the raw, stacked cells (the payload's size unless compressed).
+  int64_t uncompressed_size() const noexcept;
+  const std::byte* data() const noexcept { return storage_ + rank_ * sizeof(int64_t); }
+  size_t data_size() const noexcept { return data_size_; }
   // Bytes this chunk holds in memory: payload plus a fixed estimate of its
   // bookkeeping, used for the memory figures in table and store info.
   int64_t memory_bytes() const noexcept;
@@ -65,9 +80,25 @@ class Chunk {
   // True when both chunks describe the same data (metadata and payload).
   bool SameContentAs(const Chunk& other) const noexcept;
 
+ protected:
+  // Copies the step shape and `payload` into `storage`, which must hold
+  // StorageBytes(metadata, payload.size()) bytes aligned for int64_t and
+  // outlive the chunk. `metadata` must have passed Validate().
+  Chunk(const ChunkMetadata& metadata, std::span<const std::byte> payload, std::byte* storage) noexcept;
+
  private:
-  ChunkMetadata metadata_;
-  PayloadBuffer payload_;
+  uint64_t key_;
+  uint64_t episode_id_;
+  int64_t num_steps_;
+  int64_t start_step_;
+  int64_t end_step_;
+  size_t data_size_;
+  // The step shape (rank_ dimensions), then the payload.
+  std::byte* storage_;
+  DType dtype_;
+  uint16_t rank_;
+  Compression compression_;
+  bool delta_encoded_;
 };
 
 }  // namespace resound

@@ -3,8 +3,42 @@
 #include <string>
 
 #include "resound/errors.h"
+#include "resound/trailing_allocator.h"
 
 namespace resound {
+
+class ChunkStore::StoredChunk final : public Chunk {
+ public:
+  // `storage.data` holds Chunk::StorageBytes(metadata, payload.size()) bytes.
+  StoredChunk(std::shared_ptr<State> state, const ChunkMetadata& metadata, std::span<const std::byte> payload,
+              const TrailingStorage& storage) noexcept
+      : Chunk(metadata, payload, storage.data), state_(std::move(state)) {
+    // Counted for as long as the memory exists, so a rejected duplicate is
+    // counted briefly too and the figures always return to their old values.
+    state_->memory_bytes.fetch_add(memory_bytes(), std::memory_order_relaxed);
+    state_->num_chunks.fetch_add(1, std::memory_order_relaxed);
+  }
+  StoredChunk(const StoredChunk&) = delete;
+  StoredChunk& operator=(const StoredChunk&) = delete;
+
+  // Runs when the last owner lets go; the memory is freed right after, by the
+  // control block, once this has returned and the shard lock is released.
+  ~StoredChunk() {
+    {
+      Shard& shard = state_->ShardFor(key());
+      std::lock_guard<std::mutex> lock(shard.mu);
+      const auto* slot = shard.chunks.Find(key());
+      // The slot may hold a newer chunk with the same key (live), or never
+      // have held this one (a rejected duplicate).
+      if (slot != nullptr && slot->expired()) shard.chunks.Erase(key());
+    }
+    state_->memory_bytes.fetch_sub(memory_bytes(), std::memory_order_relaxed);
+    state_->num_chunks.fetch_sub(1, std::memory_order_relaxed);
+  }
+
+ private:
+  std::shared_ptr<State> state_;
+};
 
 ChunkStore::Shard& ChunkStore::State::ShardFor(uint64_t key) noexcept {
   // Keys are random 64-bit numbers, but mix them anyway so that sequential
@@ -14,49 +48,38 @@ ChunkStore::Shard& ChunkStore::State::ShardFor(uint64_t key) noexcept {
   return shards[h % shards.size()];
 }
 
-void ChunkStore::Deleter::operator()(Chunk* chunk) const noexcept {
-  std::unique_ptr<Chunk> owned(chunk);  // freed when this function returns
-  const uint64_t key = owned->key();
-  {
-    Shard& shard = state->ShardFor(key);
-    std::lock_guard<std::mutex> lock(shard.mu);
-    const auto* slot = shard.chunks.Find(key);
-    // A new chunk with the same key may already have replaced this one.
-    if (slot != nullptr && slot->expired()) shard.chunks.Erase(key);
-  }
-  state->memory_bytes.fetch_sub(owned->memory_bytes(), std::memory_order_relaxed);
-  state->num_chunks.fetch_sub(1, std::memory_order_relaxed);
-}
-
 ChunkStore::ChunkStore(size_t num_shards) {
   if (num_shards == 0) throw InvalidArgumentError("num_shards must be >= 1, got 0");
   state_ = std::make_shared<State>(num_shards);
 }
 
-std::shared_ptr<const Chunk> ChunkStore::Insert(ChunkMetadata metadata, PayloadBuffer payload) {
-  return Insert(Chunk(std::move(metadata), std::move(payload)));
-}
-
-std::shared_ptr<const Chunk> ChunkStore::Insert(Chunk&& chunk) {
-  // Move the payload onto the heap before taking the shard lock. Declared
-  // before the lock so that a duplicate is freed after the lock is released.
-  auto candidate = std::make_unique<Chunk>(std::move(chunk));
-  const uint64_t key = candidate->key();
-  Shard& shard = state_->ShardFor(key);
-  std::lock_guard<std::mutex> lock(shard.mu);
-  auto& slot = *shard.chunks.TryEmplace(key, {}).first;
-  if (auto existing = slot.lock()) {
-    if (!existing->SameContentAs(*candidate)) {
-      throw InvalidArgumentError("chunk key " + std::to_string(key) +
-                                 " is already used by a live chunk with different content");
+std::shared_ptr<const Chunk> ChunkStore::Insert(const ChunkMetadata& metadata, std::span<const std::byte> payload) {
+  Chunk::Validate(metadata, payload.size());
+  // Allocate and copy before taking the shard lock. Both handles are declared
+  // before the lock: a rejected duplicate, or an existing chunk whose other
+  // owners let go meanwhile, must be destroyed after the lock is released,
+  // since a chunk's destructor takes that lock.
+  TrailingStorage storage{Chunk::StorageBytes(metadata, payload.size())};
+  std::shared_ptr<const Chunk> candidate = std::allocate_shared<StoredChunk>(
+      TrailingAllocator<StoredChunk>(&storage), state_, metadata, payload, storage);
+  std::shared_ptr<const Chunk> existing;
+  const uint64_t key = metadata.key;
+  {
+    Shard& shard = state_->ShardFor(key);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    if (auto* slot = shard.chunks.Find(key)) {
+      existing = slot->lock();
+      if (!existing) *slot = candidate;  // replaces a chunk that is being destroyed
+    } else {
+      shard.chunks.TryEmplace(key, candidate);
     }
-    return existing;
   }
-  state_->memory_bytes.fetch_add(candidate->memory_bytes(), std::memory_order_relaxed);
-  state_->num_chunks.fetch_add(1, std::memory_order_relaxed);
-  std::shared_ptr<const Chunk> stored(std::unique_ptr<Chunk, Deleter>(candidate.release(), Deleter{state_}));
-  slot = stored;
-  return stored;
+  if (!existing) return candidate;
+  if (!existing->SameContentAs(*candidate)) {
+    throw InvalidArgumentError("chunk key " + std::to_string(key) +
+                               " is already used by a live chunk with different content");
+  }
+  return existing;
 }
 
 std::shared_ptr<const Chunk> ChunkStore::Find(uint64_t key) const {

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <vector>
 
 #include "resound/chunk.h"
@@ -28,13 +29,14 @@ class ChunkStore {
   ChunkStore(const ChunkStore&) = delete;
   ChunkStore& operator=(const ChunkStore&) = delete;
 
-  // Adds a chunk and returns a shared handle to it. If a live chunk with the
-  // same key exists it is returned instead (a writer may resend a chunk after
-  // a reconnect); a live chunk with the same key but other content is a key
-  // collision and throws InvalidArgumentError. The caller must keep the handle
-  // until an item references the chunk, or the chunk is dropped.
-  std::shared_ptr<const Chunk> Insert(Chunk&& chunk);
-  std::shared_ptr<const Chunk> Insert(ChunkMetadata metadata, PayloadBuffer payload);
+  // Validates `metadata` against `payload` (InvalidArgumentError), copies
+  // both into a new chunk and returns a shared handle to it. If a live chunk
+  // with the same key exists it is returned instead (a writer may resend a
+  // chunk after a reconnect); a live chunk with the same key but other
+  // content is a key collision and throws InvalidArgumentError. The caller
+  // must keep the handle until an item references the chunk, or the chunk is
+  // dropped.
+  std::shared_ptr<const Chunk> Insert(const ChunkMetadata& metadata, std::span<const std::byte> payload);
 
   // The live chunk with `key`, or nullptr.
   std::shared_ptr<const Chunk> Find(uint64_t key) const;
@@ -46,12 +48,20 @@ class ChunkStore {
   int64_t memory_bytes() const noexcept;
 
  private:
+  // A slot of the index is free when its weak_ptr has no control block (an
+  // expired one still marks a chunk that is being destroyed).
+  struct NoChunk {
+    static bool IsEmpty(const std::weak_ptr<const Chunk>& chunk) noexcept {
+      return !chunk.owner_before(std::weak_ptr<const Chunk>()) &&
+             !std::weak_ptr<const Chunk>().owner_before(chunk);
+    }
+  };
   struct Shard {
     mutable std::mutex mu;
-    KeyMap<std::weak_ptr<const Chunk>> chunks;
+    KeyMap<std::weak_ptr<const Chunk>, NoChunk> chunks;
   };
-  // Shared with every chunk's deleter so that a chunk outliving the store
-  // can still unregister itself safely.
+  // Shared with every chunk so that a chunk outliving the store can still
+  // unregister itself safely.
   struct State {
     explicit State(size_t num_shards) : shards(num_shards) {}
     Shard& ShardFor(uint64_t key) noexcept;
@@ -59,12 +69,10 @@ class ChunkStore {
     std::atomic<int64_t> memory_bytes{0};
     std::atomic<int64_t> num_chunks{0};
   };
-  // Runs when the last owner of a chunk lets go: unregisters the key under the
-  // shard lock, then frees the payload after the lock is released.
-  struct Deleter {
-    std::shared_ptr<State> state;
-    void operator()(Chunk* chunk) const noexcept;
-  };
+  // The chunk as the store allocates it: counted in the store's figures
+  // while it exists, and unregistered from the index when its last owner
+  // lets go (defined in chunk_store.cc).
+  class StoredChunk;
 
   std::shared_ptr<State> state_;
 };

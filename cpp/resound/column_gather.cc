@@ -1,5 +1,6 @@
 #include "resound/column_gather.h"
 
+#include <algorithm>
 #include <cstring>
 #include <initializer_list>
 #include <limits>
@@ -23,13 +24,14 @@ const Chunk* FindChunk(const Item& item, uint64_t key) noexcept {
 
 // Rows are copied verbatim, so only a payload of raw row-major cells will do.
 bool IsRaw(const Chunk& chunk) noexcept {
-  const ChunkMetadata& m = chunk.metadata();
-  return m.compression == Compression::kNone && !m.delta_encoded;
+  return chunk.compression() == Compression::kNone && !chunk.delta_encoded();
 }
 
 // Cells of both chunks land in one array, so they must look exactly alike.
 bool SameCells(const Chunk& a, const Chunk& b) noexcept {
-  return a.dtype() == b.dtype() && a.step_shape() == b.step_shape();
+  const auto a_shape = a.step_shape();
+  const auto b_shape = b.step_shape();
+  return a.dtype() == b.dtype() && std::equal(a_shape.begin(), a_shape.end(), b_shape.begin(), b_shape.end());
 }
 
 // The product of non-negative factors, or nullopt if it overflows int64.
@@ -91,7 +93,8 @@ std::optional<ColumnLayout> PlanColumn(std::span<const SampledItem> samples, siz
     }
   }
 
-  ColumnLayout layout{reference->dtype(), reference->step_shape(), rows, squeeze};
+  const auto step_shape = reference->step_shape();
+  ColumnLayout layout{reference->dtype(), {step_shape.begin(), step_shape.end()}, rows, squeeze};
   // Each item fits in memory, but a batch of long columns need not fit one
   // array; item-by-item decoding still works then, so this is not an error.
   if (!CheckedProduct({static_cast<int64_t>(samples.size()), rows, layout.RowBytes()})) return std::nullopt;

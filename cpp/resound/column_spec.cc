@@ -1,5 +1,6 @@
 #include "resound/column_spec.h"
 
+#include <string_view>
 #include <utility>
 
 #include "resound/dtype.h"
@@ -8,7 +9,7 @@
 namespace resound {
 namespace {
 
-std::string ShapeString(const std::vector<int64_t>& shape) {
+std::string ShapeString(std::span<const int64_t> shape) {
   std::string out = "[";
   for (size_t i = 0; i < shape.size(); ++i) {
     if (i) out += ", ";
@@ -17,7 +18,7 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
   return out + "]";
 }
 
-bool IsStringKind(const std::string& typestr) noexcept {
+bool IsStringKind(std::string_view typestr) noexcept {
   return typestr.size() >= 2 && (typestr[1] == 'S' || typestr[1] == 'U');
 }
 
@@ -36,12 +37,12 @@ ColumnSpec::ColumnSpec(std::string typestr, std::optional<std::vector<int64_t>> 
   }
 }
 
-bool ColumnSpec::MatchesDtype(const std::string& typestr) const noexcept {
+bool ColumnSpec::MatchesDtype(std::string_view typestr) const noexcept {
   if (string_kind_) return IsStringKind(typestr) && typestr[1] == typestr_[1];
   return typestr == typestr_;
 }
 
-bool ColumnSpec::MatchesShape(const std::vector<int64_t>& shape) const noexcept {
+bool ColumnSpec::MatchesShape(std::span<const int64_t> shape) const noexcept {
   if (!shape_) return true;
   if (shape_->size() != shape.size()) return false;
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -70,7 +71,7 @@ void ColumnSpec::Check(const std::vector<ColumnSpec>& specs, const Item& item) {
       if (candidate->key() == first_key) chunk = candidate.get();
     }
     if (chunk == nullptr) throw InvalidArgumentError("item's chunk list misses a column's chunk");
-    const std::vector<int64_t>& step_shape = chunk->step_shape();
+    const std::span<const int64_t> step_shape = chunk->step_shape();
     const int64_t rows = item.column_length(c);
     std::vector<int64_t> shape;
     shape.reserve(step_shape.size() + 1);
@@ -80,7 +81,7 @@ void ColumnSpec::Check(const std::vector<ColumnSpec>& specs, const Item& item) {
         spec.MatchesShape(shape) || (!trajectory[c].squeeze && rows == 1 && spec.MatchesShape(step_shape));
     if (!spec.MatchesDtype(chunk->dtype().str()) || !shape_ok) {
       throw InvalidArgumentError("item " + std::to_string(item.key()) + ": column " + std::to_string(c) +
-                                 " is " + chunk->dtype().str() + " " + ShapeString(shape) +
+                                 " is " + std::string(chunk->dtype().str()) + " " + ShapeString(shape) +
                                  " but the table signature expects " + spec.ToString());
     }
   }

@@ -8,7 +8,9 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "resound/item.h"
@@ -35,8 +37,8 @@ class ColumnSpec {
   std::string ToString() const;
 
  private:
-  bool MatchesDtype(const std::string& typestr) const noexcept;
-  bool MatchesShape(const std::vector<int64_t>& shape) const noexcept;
+  bool MatchesDtype(std::string_view typestr) const noexcept;
+  bool MatchesShape(std::span<const int64_t> shape) const noexcept;
 
   std::string typestr_;
   bool string_kind_ = false;

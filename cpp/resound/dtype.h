@@ -2,32 +2,45 @@
 // ("<f4", "|b1", "<U8", "|S16"). The core never interprets the payload; it only
 // needs the element size (to check chunk sizes) and equality (to check that the
 // slices of a column agree).
+//
+// Every chunk holds one, so it is stored inline in 20 bytes rather than as a
+// std::string (32 bytes, plus a heap block for long strings).
 #ifndef RESOUND_DTYPE_H_
 #define RESOUND_DTYPE_H_
 
+#include <array>
 #include <cstdint>
-#include <string>
+#include <string_view>
 
 namespace resound {
 
 class DType {
  public:
+  // Longest accepted type string: byte order, kind and up to 13 digits (the
+  // size itself is at most 2**31, so longer strings only add leading zeros).
+  static constexpr size_t kMaxLength = 15;
+
   // Parses and validates a type string; throws InvalidArgumentError naming
   // `dtype` and the accepted forms.
-  static DType Parse(const std::string& typestr);
+  static DType Parse(std::string_view typestr);
 
-  const std::string& str() const noexcept { return typestr_; }
-  int64_t itemsize() const noexcept { return itemsize_; }
+  std::string_view str() const noexcept { return {text_.data(), length_}; }
+  // The kind character: one of "biufcSUV".
+  char kind() const noexcept { return text_[1]; }
+  int64_t itemsize() const noexcept { return kind() == 'U' ? int64_t{count_} * 4 : int64_t{count_}; }
 
   friend bool operator==(const DType& a, const DType& b) noexcept {
-    return a.typestr_ == b.typestr_;
+    // Unused characters are zero, so whole buffers compare like the strings.
+    return a.length_ == b.length_ && a.text_ == b.text_;
   }
   friend bool operator!=(const DType& a, const DType& b) noexcept { return !(a == b); }
 
  private:
-  DType(std::string typestr, int64_t itemsize) : typestr_(std::move(typestr)), itemsize_(itemsize) {}
-  std::string typestr_;
-  int64_t itemsize_;
+  DType(std::string_view typestr, uint32_t count) noexcept;
+
+  std::array<char, kMaxLength> text_{};
+  uint8_t length_ = 0;
+  uint32_t count_ = 0;  // the number in the string: bytes, or characters for 'U'
 };
 
 }  // namespace resound

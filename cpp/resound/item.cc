@@ -1,14 +1,16 @@
 #include "resound/item.h"
 
 #include <algorithm>
+#include <span>
 #include <string>
+#include <string_view>
 
 #include "resound/errors.h"
 
 namespace resound {
 namespace {
 
-std::string ShapeString(const std::vector<int64_t>& shape) {
+std::string ShapeString(std::span<const int64_t> shape) {
   std::string out = "[";
   for (size_t i = 0; i < shape.size(); ++i) {
     if (i) out += ", ";
@@ -21,9 +23,15 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
 // in width: each chunk is as wide as its longest string.
 bool SameElementType(const DType& a, const DType& b) noexcept {
   if (a == b) return true;
-  const std::string& x = a.str();
-  const std::string& y = b.str();
+  const std::string_view x = a.str();
+  const std::string_view y = b.str();
   return x.size() >= 2 && y.size() >= 2 && x[1] == y[1] && (x[1] == 'S' || x[1] == 'U');
+}
+
+bool SameShape(const Chunk& a, const Chunk& b) noexcept {
+  const auto x = a.step_shape();
+  const auto y = b.step_shape();
+  return std::equal(x.begin(), x.end(), y.begin(), y.end());
 }
 
 }  // namespace
@@ -73,10 +81,10 @@ std::shared_ptr<const Item> Item::Create(uint64_t key, Trajectory trajectory, co
       }
       if (first == nullptr) {
         first = chunk;
-      } else if (!SameElementType(chunk->dtype(), first->dtype()) || chunk->step_shape() != first->step_shape()) {
+      } else if (!SameElementType(chunk->dtype(), first->dtype()) || !SameShape(*chunk, *first)) {
         throw InvalidArgumentError(col() + "chunk " + std::to_string(chunk->key()) + " holds " +
-                                   chunk->dtype().str() + " " + ShapeString(chunk->step_shape()) +
-                                   " but the column's first chunk holds " + first->dtype().str() +
+                                   std::string(chunk->dtype().str()) + " " + ShapeString(chunk->step_shape()) +
+                                   " but the column's first chunk holds " + std::string(first->dtype().str()) +
                                    " " + ShapeString(first->step_shape()));
       }
       length += slice.length;

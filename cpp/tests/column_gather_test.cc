@@ -40,9 +40,9 @@ std::shared_ptr<const Chunk> AddChunk(ChunkStore& store, const ChunkSpec& spec) 
   metadata.delta_encoded = spec.delta_encoded;
   metadata.end_step = spec.num_steps - 1;
   metadata.uncompressed_size = Chunk::RawSize(metadata);
-  PayloadBuffer payload(static_cast<size_t>(metadata.uncompressed_size));
+  std::vector<std::byte> payload(static_cast<size_t>(metadata.uncompressed_size));
   for (size_t i = 0; i < payload.size(); ++i) payload.data()[i] = std::byte((spec.key * 31 + i) & 0xff);
-  return store.Insert(std::move(metadata), std::move(payload));
+  return store.Insert(metadata, payload);
 }
 
 SampledItem Sample(const ChunkStore& store, uint64_t key, Trajectory trajectory) {

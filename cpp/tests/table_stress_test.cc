@@ -4,6 +4,7 @@
 // one chunk store; invariants are checked while they run and at the end. The
 // work is bounded by counts, never by time.
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -33,9 +34,9 @@ std::shared_ptr<const Chunk> AddChunk(ChunkStore& store, uint64_t key, uint64_t 
   metadata.start_step = 0;
   metadata.end_step = 4;
   metadata.uncompressed_size = Chunk::RawSize(metadata);
-  PayloadBuffer payload(static_cast<size_t>(metadata.uncompressed_size));
+  std::vector<std::byte> payload(static_cast<size_t>(metadata.uncompressed_size));
   for (size_t i = 0; i < payload.size(); ++i) payload.data()[i] = std::byte(i & 0xff);
-  return store.Insert(std::move(metadata), std::move(payload));
+  return store.Insert(metadata, payload);
 }
 
 void CheckInfo(const Table& table) {
