@@ -136,9 +136,10 @@ Trajectory ToTrajectory(py::handle value, const char* argument) {
   return trajectory;
 }
 
-py::list FromTrajectory(const Trajectory& trajectory) {
+py::list FromTrajectory(Item::TrajectoryView trajectory) {
   py::list columns;
-  for (const TrajectoryColumn& column : trajectory) {
+  for (size_t c = 0; c < trajectory.size(); ++c) {
+    const Item::ColumnView column = trajectory[c];
     py::list slices;
     for (const ChunkSlice& slice : column.slices) {
       slices.append(py::make_tuple(slice.chunk_key, slice.offset, slice.length));

@@ -12,6 +12,7 @@
 
 #include "resound/chunk.h"
 #include "resound/deadline.h"
+#include "resound/item.h"
 #include "resound/rate_limiter.h"
 #include "resound/trajectory.h"
 
@@ -41,7 +42,7 @@ Deadline ToDeadline(std::optional<double> timeout);
 // A trajectory is a sequence of columns; a column is a pair
 // (slices, squeeze) where slices is a sequence of (chunk_key, offset, length).
 Trajectory ToTrajectory(py::handle value, const char* argument);
-py::list FromTrajectory(const Trajectory& trajectory);
+py::list FromTrajectory(Item::TrajectoryView trajectory);
 
 // pybind11 holds chunks as shared_ptr<Chunk>; the core hands out
 // shared_ptr<const Chunk>. The cast keeps the store's deleter.

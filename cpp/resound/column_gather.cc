@@ -67,11 +67,11 @@ std::vector<int64_t> ColumnLayout::Shape(size_t batch_size) const {
 std::optional<ColumnLayout> PlanColumn(std::span<const SampledItem> samples, size_t column) {
   if (samples.empty()) throw InvalidArgumentError("cannot stack a column of an empty batch");
   const Item& first = *samples.front().item;
-  if (column >= first.trajectory().size()) {
+  if (column >= first.num_columns()) {
     throw InvalidArgumentError("column " + std::to_string(column) + " is out of range: the first sample has " +
-                               std::to_string(first.trajectory().size()) + " columns");
+                               std::to_string(first.num_columns()) + " columns");
   }
-  const TrajectoryColumn& first_column = first.trajectory()[column];
+  const Item::ColumnView first_column = first.column(column);
   // Item::Create guarantees every column has a slice and every slice's chunk
   // is among the item's chunks; the checks only keep a broken invariant from
   // turning into a crash.
@@ -83,8 +83,8 @@ std::optional<ColumnLayout> PlanColumn(std::span<const SampledItem> samples, siz
 
   for (const SampledItem& sample : samples) {
     const Item& item = *sample.item;
-    if (column >= item.trajectory().size()) return std::nullopt;
-    const TrajectoryColumn& col = item.trajectory()[column];
+    if (column >= item.num_columns()) return std::nullopt;
+    const Item::ColumnView col = item.column(column);
     if (item.column_length(column) != rows || col.squeeze != squeeze) return std::nullopt;
     for (const ChunkSlice& slice : col.slices) {
       const Chunk* chunk = FindChunk(item, slice.chunk_key);
@@ -120,8 +120,8 @@ void GatherColumn(std::span<const SampledItem> samples, size_t column, const Col
   std::byte* dst = out.data();
   for (const SampledItem& sample : samples) {
     const Item& item = *sample.item;
-    if (column >= item.trajectory().size() || item.column_length(column) != layout.rows) throw mismatch(item);
-    for (const ChunkSlice& slice : item.trajectory()[column].slices) {
+    if (column >= item.num_columns() || item.column_length(column) != layout.rows) throw mismatch(item);
+    for (const ChunkSlice& slice : item.column(column).slices) {
       const Chunk* chunk = FindChunk(item, slice.chunk_key);
       if (chunk == nullptr) throw mismatch(item);
       if (row_bytes == 0) continue;

@@ -56,7 +56,7 @@ std::string ColumnSpec::ToString() const {
 }
 
 void ColumnSpec::Check(const std::vector<ColumnSpec>& specs, const Item& item) {
-  const Trajectory& trajectory = item.trajectory();
+  const Item::TrajectoryView trajectory = item.trajectory();
   if (trajectory.size() != specs.size()) {
     throw InvalidArgumentError("item " + std::to_string(item.key()) + " has " + std::to_string(trajectory.size()) +
                                " columns but the table signature has " + std::to_string(specs.size()));

@@ -1,9 +1,11 @@
 #include "resound/item.h"
 
 #include <algorithm>
-#include <span>
+#include <limits>
+#include <new>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "resound/errors.h"
 
@@ -34,26 +36,79 @@ bool SameShape(const Chunk& a, const Chunk& b) noexcept {
   return std::equal(x.begin(), x.end(), y.begin(), y.end());
 }
 
+// Counts are stored in 32 bits; no real item comes anywhere near.
+constexpr size_t kMaxCount = std::numeric_limits<uint32_t>::max();
+
 }  // namespace
 
-Item::Item(Token, uint64_t key, Trajectory trajectory, std::vector<std::shared_ptr<const Chunk>> chunks,
-           std::vector<int64_t> column_lengths) noexcept
-    : key_(key),
-      trajectory_(std::move(trajectory)),
-      chunks_(std::move(chunks)),
-      column_lengths_(std::move(column_lengths)) {}
+size_t Item::StorageBytes(size_t num_chunks, const Trajectory& trajectory) noexcept {
+  size_t num_slices = 0;
+  for (const TrajectoryColumn& column : trajectory) num_slices += column.slices.size();
+  return num_chunks * sizeof(std::shared_ptr<const Chunk>) + trajectory.size() * sizeof(StoredColumn) +
+         num_slices * sizeof(ChunkSlice);
+}
 
-std::shared_ptr<const Item> Item::Create(uint64_t key, Trajectory trajectory, const ChunkStore& store) {
+Item::Item(Token, uint64_t key, const Trajectory& trajectory, std::span<std::shared_ptr<const Chunk>> chunks,
+           const TrailingStorage& storage) noexcept
+    : key_(key),
+      storage_(storage.data),
+      num_chunks_(static_cast<uint32_t>(chunks.size())),
+      num_columns_(static_cast<uint32_t>(trajectory.size())) {
+  // Each array starts the lifetime of its elements in the storage; the
+  // element types all have the same alignment (8), so the arrays pack.
+  static_assert(alignof(StoredColumn) == alignof(std::shared_ptr<const Chunk>) &&
+                alignof(ChunkSlice) == alignof(StoredColumn));
+  std::uninitialized_move(chunks.begin(), chunks.end(), reinterpret_cast<std::shared_ptr<const Chunk>*>(storage_));
+  auto* column_out = reinterpret_cast<StoredColumn*>(storage_ + num_chunks_ * sizeof(std::shared_ptr<const Chunk>));
+  auto* slice_out = reinterpret_cast<ChunkSlice*>(storage_ + num_chunks_ * sizeof(std::shared_ptr<const Chunk>) +
+                                                  num_columns_ * sizeof(StoredColumn));
+  uint32_t slices_end = 0;
+  for (const TrajectoryColumn& column : trajectory) {
+    int64_t length = 0;
+    for (const ChunkSlice& slice : column.slices) {
+      ::new (static_cast<void*>(slice_out + slices_end)) ChunkSlice(slice);
+      ++slices_end;
+      length += slice.length;
+    }
+    ::new (static_cast<void*>(column_out++)) StoredColumn{length, slices_end, column.squeeze};
+  }
+}
+
+Item::~Item() { std::destroy_n(chunk_array(), num_chunks_); }
+
+std::shared_ptr<const Chunk>* Item::chunk_array() const noexcept {
+  return std::launder(reinterpret_cast<std::shared_ptr<const Chunk>*>(storage_));
+}
+
+std::span<const std::shared_ptr<const Chunk>> Item::chunks() const noexcept { return {chunk_array(), num_chunks_}; }
+
+const Item::StoredColumn* Item::columns() const noexcept {
+  return std::launder(
+      reinterpret_cast<const StoredColumn*>(storage_ + num_chunks_ * sizeof(std::shared_ptr<const Chunk>)));
+}
+
+const ChunkSlice* Item::slices() const noexcept {
+  return std::launder(reinterpret_cast<const ChunkSlice*>(
+      storage_ + num_chunks_ * sizeof(std::shared_ptr<const Chunk>) + num_columns_ * sizeof(StoredColumn)));
+}
+
+Item::ColumnView Item::column(size_t index) const noexcept {
+  const StoredColumn* stored = columns();
+  const uint32_t begin = index == 0 ? 0 : stored[index - 1].slices_end;
+  return {{slices() + begin, stored[index].slices_end - begin}, stored[index].squeeze};
+}
+
+std::shared_ptr<const Item> Item::Create(uint64_t key, const Trajectory& trajectory, const ChunkStore& store) {
   // Messages are spelled only on error: this runs for every insert.
   const auto where = [key] { return "item " + std::to_string(key) + ": "; };
   if (trajectory.empty()) throw InvalidArgumentError(where() + "trajectory must have at least one column");
   std::vector<std::shared_ptr<const Chunk>> chunks;
-  std::vector<int64_t> column_lengths;
-  column_lengths.reserve(trajectory.size());
+  size_t num_slices = 0;
   for (size_t c = 0; c < trajectory.size(); ++c) {
     const TrajectoryColumn& column = trajectory[c];
     const auto col = [&where, c] { return where() + "column " + std::to_string(c) + ": "; };
     if (column.slices.empty()) throw InvalidArgumentError(col() + "must have at least one slice");
+    num_slices += column.slices.size();
     const Chunk* first = nullptr;
     int64_t length = 0;
     for (const ChunkSlice& slice : column.slices) {
@@ -93,10 +148,13 @@ std::shared_ptr<const Item> Item::Create(uint64_t key, Trajectory trajectory, co
       throw InvalidArgumentError(col() + "a squeezed column must have exactly one row, got " +
                                  std::to_string(length));
     }
-    column_lengths.push_back(length);
   }
-  return std::make_shared<const Item>(Token(), key, std::move(trajectory), std::move(chunks),
-                                     std::move(column_lengths));
+  if (trajectory.size() > kMaxCount || num_slices > kMaxCount) {
+    throw InvalidArgumentError(where() + "has more than " + std::to_string(kMaxCount) + " columns or slices");
+  }
+  TrailingStorage storage{StorageBytes(chunks.size(), trajectory)};
+  return std::allocate_shared<Item>(TrailingAllocator<Item>(&storage), Token(), key, trajectory,
+                                    std::span<std::shared_ptr<const Chunk>>(chunks), storage);
 }
 
 }  // namespace resound
