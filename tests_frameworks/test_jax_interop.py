@@ -3,6 +3,8 @@ leaves serve as a table signature, and jax arrays go in as data."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -10,7 +12,15 @@ import pytest
 
 import resound
 
-from conftest import uniform_table
+from _interop import Servers, uniform_table
+
+
+@pytest.fixture
+def make_client() -> Iterator[Callable[..., resound.Client]]:
+    servers = Servers()
+    yield servers.make_client
+    servers.close()
+
 
 SIGNATURE = {
     "obs": jax.ShapeDtypeStruct((2, 3), jnp.float32),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -13,7 +14,15 @@ import tensorflow as tf
 
 import resound
 
-from conftest import uniform_table
+from _interop import Servers, uniform_table
+
+
+@pytest.fixture
+def make_client() -> Iterator[Callable[..., resound.Client]]:
+    servers = Servers()
+    yield servers.make_client
+    servers.close()
+
 
 SIGNATURE = {
     "obs": tf.TensorSpec([None, 3], tf.float32, name="obs"),

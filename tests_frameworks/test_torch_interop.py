@@ -3,13 +3,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 import numpy as np
 import pytest
 import torch
 
 import resound
 
-from conftest import uniform_table
+from _interop import Servers, uniform_table
+
+
+@pytest.fixture
+def make_client() -> Iterator[Callable[..., resound.Client]]:
+    servers = Servers()
+    yield servers.make_client
+    servers.close()
 
 
 def fill(client: resound.Client, count: int = 8) -> None:

@@ -41,6 +41,7 @@ if [ -z "$python" ] || ! "$python" -c 'import sys; sys.exit(sys.version_info[:2]
 fi
 
 torch_requirement="torch==2.13.0+cpu"
+export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-1}"  # no INFO lines from TensorFlow's C++
 tf_venv=.venv-frameworks-tf
 jax_venv=.venv-frameworks-jax
 wheelhouse=build/frameworks-wheel
