@@ -14,6 +14,7 @@
 #include "resound/errors.h"
 #include "resound/selectors/item_selector.h"
 #include "resound/selectors/prioritized_selector.h"
+#include "resound/selectors/sum_tree.h"
 
 namespace resound {
 namespace {
@@ -126,10 +127,43 @@ void RandomOperations(SelectorKind kind, uint64_t seed) {
   RESOUND_CHECK(selector->size() == 0);
 }
 
+// The tree stores only the groups of nodes its leaves need: grow and shrink
+// it across level boundaries and check weights, totals and searches against
+// a plain array.
+void SumTreeResizing(uint64_t seed) {
+  SumTree tree;
+  std::vector<double> weights;
+  std::mt19937_64 rng(seed);
+  for (const size_t size : {size_t{1}, size_t{9}, size_t{4000}, size_t{63}, size_t{0}, size_t{520}, size_t{70000},
+                            size_t{7}, size_t{600}}) {
+    tree.Resize(size);
+    weights.resize(size, 0.0);
+    RESOUND_CHECK(tree.size() == size && tree.capacity() >= std::max<size_t>(size, 1));
+    for (size_t i = 0; i < size; ++i) RESOUND_CHECK(tree.Get(i) == weights[i]);
+    for (size_t n = 0; n < std::min<size_t>(size, 300); ++n) {
+      const size_t index = rng() % size;
+      weights[index] = static_cast<double>(rng() % 4);  // small integers: sums are exact
+      tree.Set(index, weights[index]);
+    }
+    double total = 0;
+    for (const double w : weights) total += w;
+    RESOUND_CHECK(tree.Total() == total);
+    if (total == 0) continue;
+    for (int n = 0; n < 100; ++n) {
+      const double target = static_cast<double>(rng() % static_cast<uint64_t>(total)) + 0.5;
+      const size_t leaf = tree.Find(target);
+      double before = 0;
+      for (size_t i = 0; i < leaf; ++i) before += weights[i];
+      RESOUND_CHECK(weights[leaf] > 0 && before <= target && target < before + weights[leaf]);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace resound
 
 int main() {
+  resound::SumTreeResizing(7);
   using resound::SelectorKind;
   for (SelectorKind kind : {SelectorKind::kUniform, SelectorKind::kPrioritized, SelectorKind::kFifo,
                             SelectorKind::kLifo, SelectorKind::kMinHeap, SelectorKind::kMaxHeap}) {

@@ -9,48 +9,35 @@
 
 namespace resound {
 
-SumTree::SumTree() { Build(1, {}); }
+SumTree::SumTree() : levels_(1, std::vector<double>(1, 0.0)) {}
 
-void SumTree::Build(size_t levels, const std::vector<double>& leaves) {
-  level_offset_.assign(levels, 0);
-  level_size_.assign(levels, 1);
-  size_t offset = 0;
-  for (size_t level = 0; level < levels; ++level) {
-    level_size_[level] = level == 0 ? 1 : level_size_[level - 1] * kFanout;
-    level_offset_[level] = offset;
-    offset += level_size_[level];
-  }
-  nodes_.assign(offset, 0.0);
-  double* leaf_level = Level(levels - 1);
-  for (size_t i = 0; i < leaves.size(); ++i) leaf_level[i] = leaves[i];
-  for (size_t level = levels - 1; level > 0; --level) {
-    const double* children = Level(level);
-    double* parents = Level(level - 1);
-    for (size_t p = 0; p < level_size_[level - 1]; ++p) {
-      double sum = 0;
-      for (size_t c = 0; c < kFanout; ++c) sum += children[p * kFanout + c];
-      parents[p] = sum;
-    }
-  }
+size_t SumTree::capacity() const noexcept {
+  size_t room = 1;
+  for (size_t level = 1; level < levels_.size(); ++level) room *= kFanout;
+  return room;
 }
 
 void SumTree::Resize(size_t size) {
-  if (size > capacity()) {
-    std::vector<double> leaves(Level(level_size_.size() - 1), Level(level_size_.size() - 1) + size_);
-    size_t levels = level_size_.size();
-    size_t room = capacity();
-    while (room < size) {
-      room *= kFanout;
-      ++levels;
-    }
-    Build(levels, leaves);
+  while (size > capacity()) {
+    // A new root above the old one, which becomes the first of its children;
+    // every node keeps its index, so nothing below needs to move.
+    const double total = Total();
+    levels_.front().resize(kFanout, 0.0);
+    levels_.insert(levels_.begin(), std::vector<double>(1, total));
   }
   for (size_t i = size; i < size_; ++i) SetLeaf(i, 0.0);
+  // Cover the leaves in use, and at each level above the nodes over them.
+  size_t needed = size;
+  for (size_t level = levels_.size() - 1; level > 0; --level) {
+    const size_t groups = (needed + kFanout - 1) / kFanout;
+    if (levels_[level].size() < groups * kFanout) levels_[level].resize(groups * kFanout, 0.0);
+    needed = groups;
+  }
   size_ = size;
 }
 
 void SumTree::SetLeaf(size_t index, double weight) noexcept {
-  size_t level = level_size_.size() - 1;
+  size_t level = levels_.size() - 1;
   Level(level)[index] = weight;
   while (level > 0) {
     const size_t parent = index / kFanout;
@@ -79,7 +66,7 @@ double SumTree::Get(size_t index) const {
     throw InvalidArgumentError("index " + std::to_string(index) + " is outside the tree of size " +
                                std::to_string(size_));
   }
-  return Level(level_size_.size() - 1)[index];
+  return Level(levels_.size() - 1)[index];
 }
 
 size_t SumTree::Step(size_t level, size_t node, double& target) const noexcept {
@@ -104,14 +91,14 @@ size_t SumTree::Step(size_t level, size_t node, double& target) const noexcept {
 size_t SumTree::Find(double target) const {
   if (!(Total() > 0)) throw FailedPreconditionError("cannot search a sum tree whose total is 0");
   size_t node = 0;
-  for (size_t level = 1; level < level_size_.size(); ++level) node = Step(level, node, target);
+  for (size_t level = 1; level < levels_.size(); ++level) node = Step(level, node, target);
   return node;
 }
 
 void SumTree::FindMany(const double* targets, size_t count, size_t* leaves) const {
   if (!(Total() > 0)) throw FailedPreconditionError("cannot search a sum tree whose total is 0");
   constexpr size_t kGroup = 16;
-  const size_t levels = level_size_.size();
+  const size_t levels = levels_.size();
   for (size_t start = 0; start < count; start += kGroup) {
     const size_t n = std::min(kGroup, count - start);
     double remaining[kGroup];
@@ -132,7 +119,9 @@ void SumTree::FindMany(const double* targets, size_t count, size_t* leaves) cons
 
 void SumTree::Clear() noexcept {
   size_ = 0;
-  Build(1, {});
+  // The root's vector has room for its node, so this does not allocate.
+  levels_.resize(1);
+  levels_.front().assign(1, 0.0);
 }
 
 }  // namespace resound
