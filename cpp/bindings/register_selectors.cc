@@ -10,7 +10,7 @@
 #include "conversions.h"
 #include "register.h"
 #include "resound/selectors/item_selector.h"
-#include "resound/selectors/prioritized_selector.h"
+#include "resound/selectors/prioritized_item_selector.h"
 #include "resound/selectors/selector_options.h"
 #include "resound/selectors/sum_tree.h"
 
@@ -67,12 +67,13 @@ Example:
       .def_property_readonly("options", &ItemSelector::options)
       .def("__repr__", [](const ItemSelector& s) { return s.options().ToString(); });
 
-  py::class_<PrioritizedSelector, ItemSelector, std::shared_ptr<PrioritizedSelector>>(m, "PrioritizedSelector")
+  py::class_<PrioritizedItemSelector, ItemSelector, std::shared_ptr<PrioritizedItemSelector>>(m,
+                                                                                      "PrioritizedSelector")
       .def(py::init<double, std::optional<uint64_t>>(), py::arg("priority_exponent"),
            py::arg("seed") = py::none())
       .def(
           "probability",
-          [](const PrioritizedSelector& s, py::handle key) { return s.Probability(ToKey(key, "key")); },
+          [](const PrioritizedItemSelector& s, py::handle key) { return s.Probability(ToKey(key, "key")); },
           py::arg("key"), "The probability that sample() returns `key` now.");
 
   m.def(

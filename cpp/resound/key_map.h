@@ -28,6 +28,15 @@ namespace resound {
 // The default policy: slots carry a separate in-use flag.
 struct KeyMapUseFlag {};
 
+// A policy for maps of counts that erase a key before its count reaches
+// zero: a slot is free when its value is zero.
+struct KeyMapZeroIsEmpty {
+  template <typename V>
+  static bool IsEmpty(const V& value) noexcept {
+    return value == V();
+  }
+};
+
 template <typename V, typename EmptyValue = KeyMapUseFlag>
 class KeyMap {
  public:

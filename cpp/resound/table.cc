@@ -25,15 +25,15 @@ void TableConfig::Validate() const {
   }
   rate_limiter.Validate();
   // Building throwaway selectors validates their options (e.g. the exponent).
-  MakeSelector(sampler);
-  MakeSelector(remover);
+  MakeSlotSelector(sampler);
+  MakeSlotSelector(remover);
 }
 
 Table::Table(TableConfig config, std::shared_ptr<ChunkStore> store)
     : config_((config.Validate(), std::move(config))),
       store_(store ? std::move(store) : std::make_shared<ChunkStore>()),
-      sampler_(MakeSelector(config_.sampler)),
-      remover_(MakeSelector(config_.remover)),
+      sampler_(MakeSlotSelector(config_.sampler)),
+      remover_(MakeSlotSelector(config_.remover)),
       limiter_(config_.rate_limiter) {}
 
 Table::~Table() { Close(); }
@@ -46,25 +46,41 @@ void Table::ValidatePriority(double priority) const {
 
 std::shared_ptr<const Item> Table::Build(ItemRequest& request) const {
   ValidatePriority(request.priority);
-  auto item = Item::Create(request.key, std::move(request.trajectory), *store_);
+  auto item = Item::Create(request.key, request.trajectory, *store_);
   if (!config_.column_specs.empty()) ColumnSpec::Check(config_.column_specs, *item);
   return item;
 }
 
 void Table::AddReferences(const Item& item) {
   for (const auto& chunk : item.chunks()) {
-    if (++*chunk_refs_.TryEmplace(chunk->key(), 0).first == 1) chunk_memory_bytes_ += chunk->memory_bytes();
-    ++*episode_refs_.TryEmplace(chunk->episode_id(), 0).first;
+    const auto [count, new_chunk] = chunk_refs_.TryEmplace(chunk->key(), 1);
+    if (!new_chunk) {
+      ++*count;
+      continue;
+    }
+    chunk_memory_bytes_ += chunk->memory_bytes();
+    // An episode is referenced while any of its chunks is, so it is enough
+    // to count its chunks as they come and go.
+    const auto [chunks, new_episode] = episode_refs_.TryEmplace(chunk->episode_id(), 1);
+    if (!new_episode) ++*chunks;
   }
 }
 
 void Table::RemoveReferences(const Item& item) {
+  // Zero marks a free slot in these maps, so a key is erased instead of
+  // being counted down to zero.
   for (const auto& chunk : item.chunks()) {
-    if (--*chunk_refs_.Find(chunk->key()) == 0) {
-      chunk_refs_.Erase(chunk->key());
-      chunk_memory_bytes_ -= chunk->memory_bytes();
+    uint64_t* count = chunk_refs_.Find(chunk->key());
+    if (*count > 1) {
+      --*count;
+      continue;
     }
-    if (--*episode_refs_.Find(chunk->episode_id()) == 0) {
+    chunk_refs_.Erase(chunk->key());
+    chunk_memory_bytes_ -= chunk->memory_bytes();
+    uint64_t* chunks = episode_refs_.Find(chunk->episode_id());
+    if (*chunks > 1) {
+      --*chunks;
+    } else {
       episode_refs_.Erase(chunk->episode_id());
       ++num_deleted_episodes_;
     }
@@ -73,33 +89,50 @@ void Table::RemoveReferences(const Item& item) {
 
 void Table::InsertLocked(std::shared_ptr<const Item> item, double priority, Released& released) {
   const uint64_t key = item->key();
-  if (Entry* existing = items_.Find(key)) {
+  if (const uint32_t* slot = slots_.Find(key)) {
     // A known key only changes priority; the new copy of the data is dropped
     // (after the lock is released) and the limiter counts no insert.
-    UpdateLocked(key, *existing, priority);
+    UpdateLocked(*slot, priority);
     released.push_back(std::move(item));
     return;
   }
-  sampler_->Insert(key, priority);
+  // Each step either succeeds or throws with nothing changed (allocation, or
+  // a table at the selectors' limit of slots); undo the earlier steps if a
+  // later one throws, so the table stays consistent.
+  const size_t slot = entries_.size();
+  sampler_->Append(priority);
   try {
-    remover_->Insert(key, priority);
+    remover_->Append(priority);
+    try {
+      slots_.TryEmplace(key, static_cast<uint32_t>(slot));
+      try {
+        // emplace_back takes `item` only once its allocation has succeeded.
+        entries_.emplace_back(std::move(item), priority, NowNanos(), next_sequence_, 0);
+      } catch (...) {
+        slots_.Erase(key);
+        throw;
+      }
+    } catch (...) {
+      remover_->Remove(slot);
+      throw;
+    }
   } catch (...) {
-    sampler_->Delete(key);  // keep both selectors holding the same keys
+    sampler_->Remove(slot);
     throw;
   }
-  AddReferences(*item);
-  items_.TryEmplace(key, Entry{std::move(item), priority, 0, NowNanos(), next_sequence_++});
+  ++next_sequence_;
+  AddReferences(*entries_.back().item);
   limiter_.RecordInsert();
-  if (static_cast<int64_t>(items_.size()) > config_.max_size) {
+  if (entries_.size() > static_cast<size_t>(config_.max_size)) {
     // The remover sees the new item too, so it may be the one evicted.
-    DeleteLocked(remover_->Sample().key, released);
+    DeleteLocked(remover_->Sample().slot, released);
   }
 }
 
-void Table::UpdateLocked(uint64_t key, Entry& entry, double priority) {
-  sampler_->Update(key, priority);
-  remover_->Update(key, priority);
-  entry.priority = priority;
+void Table::UpdateLocked(size_t slot, double priority) {
+  sampler_->Update(slot, priority);
+  remover_->Update(slot, priority);
+  entries_[slot].priority = priority;
 }
 
 void Table::CountSample(Entry& entry) noexcept {
@@ -109,14 +142,21 @@ void Table::CountSample(Entry& entry) noexcept {
   if (entry.times_sampled < std::numeric_limits<int32_t>::max()) ++entry.times_sampled;
 }
 
-void Table::DeleteLocked(uint64_t key, Released& released) {
-  Entry* entry = items_.Find(key);
-  if (entry == nullptr) return;
-  RemoveReferences(*entry->item);
-  released.push_back(std::move(entry->item));
-  items_.Erase(key);
-  sampler_->Delete(key);
-  remover_->Delete(key);
+void Table::DeleteLocked(size_t slot, Released& released) {
+  Entry& entry = entries_[slot];
+  const uint64_t key = entry.item->key();
+  RemoveReferences(*entry.item);
+  released.push_back(std::move(entry.item));
+  sampler_->Remove(slot);
+  remover_->Remove(slot);
+  // Fill the hole with the last entry, as the selectors just did.
+  const size_t last = entries_.size() - 1;
+  if (slot != last) {
+    entry = std::move(entries_[last]);
+    *slots_.Find(entry.item->key()) = static_cast<uint32_t>(slot);
+  }
+  entries_.pop_back();
+  slots_.Erase(key);
   limiter_.RecordDelete();
 }
 
@@ -165,33 +205,33 @@ std::vector<SampledItem> Table::Sample(int64_t max_samples, const Deadline& dead
     // Samples may delete items, so each one must see the previous one's
     // effects: take them one at a time.
     do {
-      const Selection selection = sampler_->Sample();
-      Entry& entry = *items_.Find(selection.key);
+      const SlotSelection selection = sampler_->Sample();
+      Entry& entry = entries_[selection.slot];
       CountSample(entry);
       samples.push_back({entry.item, entry.priority, entry.times_sampled, selection.probability,
-                         static_cast<int64_t>(items_.size()), entry.inserted_at_ns, waited});
+                         static_cast<int64_t>(entries_.size()), entry.inserted_at_ns, waited});
       limiter_.RecordSample();
-      if (entry.times_sampled >= config_.max_times_sampled) DeleteLocked(selection.key, released);
+      if (entry.times_sampled >= config_.max_times_sampled) DeleteLocked(selection.slot, released);
     } while (static_cast<int64_t>(samples.size()) < max_samples && limiter_.CanSample(1));
     return samples;
   }
   // Nothing is deleted, so the limiter's answer for the whole batch is known
   // up front (CanSample(k) equals committing k samples one by one), and the
   // batch can be taken in passes that keep many cache misses in flight: the
-  // first pass only reads (selector, item index), the second prefetches the
+  // first pass only reads (selector, entries), the second prefetches the
   // items, the third takes the references (atomic increments, which would
   // otherwise serialise the misses).
   int64_t count = 1;
   while (count < max_samples && limiter_.CanSample(count + 1)) ++count;
   samples.resize(static_cast<size_t>(count));
   std::vector<const Entry*> entries(static_cast<size_t>(count));
-  std::vector<Selection> selections(static_cast<size_t>(count));
+  std::vector<SlotSelection> selections(static_cast<size_t>(count));
   sampler_->SampleMany(selections.size(), selections.data());
-  for (const Selection& selection : selections) items_.Prefetch(selection.key);
-  const auto table_size = static_cast<int64_t>(items_.size());
+  for (const SlotSelection& selection : selections) __builtin_prefetch(&entries_[selection.slot]);
+  const auto table_size = static_cast<int64_t>(entries_.size());
   for (size_t i = 0; i < samples.size(); ++i) {
-    const Selection& selection = selections[i];
-    Entry& entry = *items_.Find(selection.key);
+    const SlotSelection& selection = selections[i];
+    Entry& entry = entries_[selection.slot];
     CountSample(entry);
     entries[i] = &entry;
     samples[i] = {nullptr, entry.priority, entry.times_sampled, selection.probability, table_size,
@@ -216,23 +256,25 @@ MutateResult Table::MutatePriorities(const std::vector<std::pair<uint64_t, doubl
   Released released;
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [key, priority] : updates) {
-    Entry* entry = items_.Find(key);
-    if (entry == nullptr) continue;
-    UpdateLocked(key, *entry, priority);
+    const uint32_t* slot = slots_.Find(key);
+    if (slot == nullptr) continue;
+    UpdateLocked(*slot, priority);
     ++result.num_updated;
   }
   for (const uint64_t key : deletes) {
-    if (!items_.Contains(key)) continue;
-    DeleteLocked(key, released);
+    const uint32_t* slot = slots_.Find(key);
+    if (slot == nullptr) continue;
+    DeleteLocked(*slot, released);
     ++result.num_deleted;
   }
   return result;
 }
 
 void Table::Reset() {
-  KeyMap<Entry> dropped;  // freed after the lock is released
+  std::vector<Entry> dropped;  // freed after the lock is released
   std::lock_guard<std::mutex> lock(mu_);
-  std::swap(dropped, items_);
+  std::swap(dropped, entries_);
+  slots_.Clear();
   sampler_->Clear();
   remover_->Clear();
   episode_refs_.Clear();
@@ -266,7 +308,7 @@ bool Table::CanSample(int64_t n) const {
 
 int64_t Table::size() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return static_cast<int64_t>(items_.size());
+  return static_cast<int64_t>(entries_.size());
 }
 
 TableInfo Table::Info() const {
@@ -278,7 +320,7 @@ TableInfo Table::Info() const {
   info.max_times_sampled = config_.max_times_sampled;
   info.signature = config_.signature;
   std::lock_guard<std::mutex> lock(mu_);
-  info.current_size = static_cast<int64_t>(items_.size());
+  info.current_size = static_cast<int64_t>(entries_.size());
   info.num_episodes = static_cast<int64_t>(episode_refs_.size());
   info.num_deleted_episodes = num_deleted_episodes_;
   info.num_unique_samples = num_unique_samples_;
@@ -293,10 +335,10 @@ std::vector<ItemSnapshot> Table::Snapshot() const {
   std::vector<std::pair<uint64_t, ItemSnapshot>> ordered;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    ordered.reserve(items_.size());
-    items_.ForEach([&](uint64_t, const Entry& entry) {
+    ordered.reserve(entries_.size());
+    for (const Entry& entry : entries_) {
       ordered.push_back({entry.sequence, {entry.item, entry.priority, entry.times_sampled, entry.inserted_at_ns}});
-    });
+    }
   }
   std::sort(ordered.begin(), ordered.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });

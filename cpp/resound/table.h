@@ -8,6 +8,11 @@
 // items that leave the table (evicted, sampled out, deleted, reset) are
 // released after the lock is dropped, so payload memory is never freed inside
 // the critical section. Blocking waits release the mutex (see RateLimiter).
+//
+// Layout. Entries sit densely in slots 0..size-1 (a delete moves the last
+// entry into the hole) and one map finds an item's slot by key. Both
+// selectors address items by slot (see SlotSelector), so they need no maps
+// of their own and a sample reaches its entry without any lookup.
 #ifndef RESOUND_TABLE_H_
 #define RESOUND_TABLE_H_
 
@@ -22,7 +27,7 @@
 #include "resound/item.h"
 #include "resound/key_map.h"
 #include "resound/rate_limiter.h"
-#include "resound/selectors/item_selector.h"
+#include "resound/selectors/slot_selector.h"
 #include "resound/table_types.h"
 
 namespace resound {
@@ -92,9 +97,9 @@ class Table {
   struct Entry {
     std::shared_ptr<const Item> item;
     double priority = 0.0;
-    int32_t times_sampled = 0;
     int64_t inserted_at_ns = 0;
     uint64_t sequence = 0;  // insertion order
+    int32_t times_sampled = 0;
   };
   using Released = std::vector<std::shared_ptr<const Item>>;
 
@@ -102,8 +107,8 @@ class Table {
   std::shared_ptr<const Item> Build(ItemRequest& request) const;
   // The following require mu_ to be held.
   void InsertLocked(std::shared_ptr<const Item> item, double priority, Released& released);
-  void DeleteLocked(uint64_t key, Released& released);
-  void UpdateLocked(uint64_t key, Entry& entry, double priority);
+  void DeleteLocked(size_t slot, Released& released);
+  void UpdateLocked(size_t slot, double priority);
   void CountSample(Entry& entry) noexcept;
   void AddReferences(const Item& item);
   void RemoveReferences(const Item& item);
@@ -112,12 +117,15 @@ class Table {
   const std::shared_ptr<ChunkStore> store_;
 
   mutable std::mutex mu_;
-  KeyMap<Entry> items_;
-  std::unique_ptr<ItemSelector> sampler_;
-  std::unique_ptr<ItemSelector> remover_;
+  std::vector<Entry> entries_;  // slot -> entry
+  KeyMap<uint32_t> slots_;      // item key -> slot
+  std::unique_ptr<SlotSelector> sampler_;
+  std::unique_ptr<SlotSelector> remover_;
   RateLimiter limiter_;
-  KeyMap<int64_t> episode_refs_;  // episode id -> chunk references from items
-  KeyMap<int64_t> chunk_refs_;    // chunk key -> referencing items
+  // Counts drop to zero only as their key is erased, so zero marks a free
+  // slot (16-byte slots instead of 24).
+  KeyMap<uint64_t, KeyMapZeroIsEmpty> episode_refs_;  // episode id -> its chunks referenced here
+  KeyMap<uint64_t, KeyMapZeroIsEmpty> chunk_refs_;    // chunk key -> items referencing it
   int64_t chunk_memory_bytes_ = 0;
   int64_t num_deleted_episodes_ = 0;
   int64_t num_unique_samples_ = 0;

@@ -13,7 +13,6 @@
 #include "check.h"
 #include "resound/errors.h"
 #include "resound/selectors/item_selector.h"
-#include "resound/selectors/prioritized_selector.h"
 #include "resound/selectors/sum_tree.h"
 
 namespace resound {

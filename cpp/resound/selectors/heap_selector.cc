@@ -1,13 +1,10 @@
 #include "resound/selectors/heap_selector.h"
 
-#include <string>
 #include <utility>
-
-#include "resound/errors.h"
 
 namespace resound {
 
-void HeapSelector::Place(size_t index) noexcept { *position_.Find(heap_[index].key) = index; }
+void HeapSelector::Place(size_t index) noexcept { position_[heap_[index].slot] = static_cast<uint32_t>(index); }
 
 void HeapSelector::SiftUp(size_t index) noexcept {
   while (index > 0) {
@@ -44,30 +41,31 @@ void HeapSelector::Restore(size_t index) noexcept {
   }
 }
 
-void HeapSelector::Insert(uint64_t key, double priority) {
-  ValidatePriority(priority);
-  if (Contains(key)) throw InvalidArgumentError("key " + std::to_string(key) + " is already in the selector");
-  position_.TryEmplace(key, heap_.size());
-  heap_.push_back({sign_ * priority, next_stamp_++, key});
-  SiftUp(heap_.size() - 1);
+void HeapSelector::Append(double priority) {
+  const size_t slot = heap_.size();
+  CheckRoom(slot);
+  heap_.push_back({sign_ * priority, next_stamp_, static_cast<uint32_t>(slot)});
+  try {
+    position_.push_back(static_cast<uint32_t>(slot));
+  } catch (...) {
+    heap_.pop_back();  // leave the selector as it was
+    throw;
+  }
+  ++next_stamp_;
+  SiftUp(slot);
 }
 
-void HeapSelector::Update(uint64_t key, double priority) {
-  ValidatePriority(priority);
-  const size_t* position = position_.Find(key);
-  if (position == nullptr) throw NotFoundError("key " + std::to_string(key) + " is not in the selector");
-  const size_t index = *position;
+void HeapSelector::Update(size_t slot, double priority) {
+  const size_t index = position_[slot];
   // Every update refreshes recency, even when the priority is unchanged.
   heap_[index].rank = sign_ * priority;
   heap_[index].stamp = next_stamp_++;
   Restore(index);
 }
 
-void HeapSelector::Delete(uint64_t key) {
-  const size_t* position = position_.Find(key);
-  if (position == nullptr) throw NotFoundError("key " + std::to_string(key) + " is not in the selector");
-  const size_t index = *position;
-  position_.Erase(key);
+void HeapSelector::Remove(size_t slot) {
+  // Take the slot's node out of the heap...
+  const size_t index = position_[slot];
   const size_t last = heap_.size() - 1;
   if (index != last) {
     heap_[index] = heap_[last];
@@ -76,16 +74,28 @@ void HeapSelector::Delete(uint64_t key) {
   } else {
     heap_.pop_back();
   }
+  // ...then renumber the last slot's node, which the owner moves into `slot`.
+  const size_t last_slot = position_.size() - 1;
+  if (slot != last_slot) {
+    const uint32_t moved = position_[last_slot];
+    heap_[moved].slot = static_cast<uint32_t>(slot);
+    position_[slot] = moved;
+  }
+  position_.pop_back();
 }
 
-Selection HeapSelector::Sample() {
-  if (heap_.empty()) throw FailedPreconditionError("cannot sample from an empty selector");
-  return {heap_.front().key, 1.0};
+SlotSelection HeapSelector::Sample() {
+  if (heap_.empty()) ThrowEmpty();
+  return {heap_.front().slot, 1.0};
+}
+
+double HeapSelector::Probability(size_t slot) const {
+  return !heap_.empty() && heap_.front().slot == slot ? 1.0 : 0.0;
 }
 
 void HeapSelector::Clear() noexcept {
   heap_.clear();
-  position_.Clear();
+  position_.clear();
   next_stamp_ = 0;
 }
 

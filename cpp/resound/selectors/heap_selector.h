@@ -1,35 +1,35 @@
 // MinHeap / MaxHeap: chooses the item with the lowest (min) or highest (max)
 // priority; among equal priorities, the one least recently inserted or
-// updated. An indexed binary heap makes insert, update, delete of any key
-// O(log n) and sample O(1).
+// updated. An indexed binary heap makes insert, update, delete of any item
+// O(log n) and sample O(1); each slot knows its node's place in the heap.
 #ifndef RESOUND_SELECTORS_HEAP_SELECTOR_H_
 #define RESOUND_SELECTORS_HEAP_SELECTOR_H_
 
+#include <cstdint>
 #include <vector>
 
-#include "resound/key_map.h"
-#include "resound/selectors/item_selector.h"
+#include "resound/selectors/slot_selector.h"
 
 namespace resound {
 
-class HeapSelector final : public ItemSelector {
+class HeapSelector final : public SlotSelector {
  public:
   explicit HeapSelector(bool min_heap) noexcept : sign_(min_heap ? 1.0 : -1.0) {}
 
-  void Insert(uint64_t key, double priority) override;
-  void Update(uint64_t key, double priority) override;
-  void Delete(uint64_t key) override;
-  Selection Sample() override;
+  void Append(double priority) override;
+  void Update(size_t slot, double priority) override;
+  void Remove(size_t slot) override;
+  SlotSelection Sample() override;
+  double Probability(size_t slot) const override;
   void Clear() noexcept override;
   size_t size() const noexcept override { return heap_.size(); }
-  bool Contains(uint64_t key) const noexcept override { return position_.Contains(key); }
   SelectorOptions options() const override;
 
  private:
   struct Node {
     double rank;     // sign * priority: the heap is always a min-heap on rank
     uint64_t stamp;  // when inserted or last updated: ties go to the oldest
-    uint64_t key;
+    uint32_t slot;
   };
   static bool Before(const Node& a, const Node& b) noexcept {
     return a.rank < b.rank || (a.rank == b.rank && a.stamp < b.stamp);
@@ -42,7 +42,7 @@ class HeapSelector final : public ItemSelector {
   double sign_;
   uint64_t next_stamp_ = 0;
   std::vector<Node> heap_;
-  KeyMap<size_t> position_;  // key -> index in heap_
+  std::vector<uint32_t> position_;  // slot -> index in heap_
 };
 
 }  // namespace resound

@@ -1,13 +1,19 @@
-// The interface every selector implements. A table keeps two selectors, a
-// sampler and a remover, and applies every insert, update and delete to both.
-// Selectors are not thread-safe: the owning table calls them under its lock.
+// A selector addressed by item key, for standalone use (the Python
+// resound._core.ItemSelector, tests): a SlotSelector plus the map from keys
+// to slots that a Table keeps for itself. Behaves exactly like the slot
+// selector inside a table that sees the same inserts, updates and deletes.
+// Not thread-safe.
 #ifndef RESOUND_SELECTORS_ITEM_SELECTOR_H_
 #define RESOUND_SELECTORS_ITEM_SELECTOR_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <vector>
 
+#include "resound/key_map.h"
 #include "resound/selectors/selector_options.h"
+#include "resound/selectors/slot_selector.h"
 
 namespace resound {
 
@@ -19,32 +25,35 @@ struct Selection {
 
 class ItemSelector {
  public:
+  explicit ItemSelector(std::unique_ptr<SlotSelector> slots) noexcept;
   virtual ~ItemSelector() = default;
+  ItemSelector(const ItemSelector&) = delete;
+  ItemSelector& operator=(const ItemSelector&) = delete;
 
   // Throws InvalidArgumentError if this selector cannot hold `priority`.
-  // The table calls it before taking its lock, so the mutating methods below
-  // never fail half-way through a table operation.
-  virtual void ValidatePriority(double priority) const;
+  void ValidatePriority(double priority) const { slots_->ValidatePriority(priority); }
 
   // Insert throws InvalidArgumentError for a key already present (or a bad
   // priority); Update and Delete throw NotFoundError for a missing key.
-  virtual void Insert(uint64_t key, double priority) = 0;
-  virtual void Update(uint64_t key, double priority) = 0;
-  virtual void Delete(uint64_t key) = 0;
+  void Insert(uint64_t key, double priority);
+  void Update(uint64_t key, double priority);
+  void Delete(uint64_t key);
   // Chooses a key; throws FailedPreconditionError when empty.
-  virtual Selection Sample() = 0;
-  // `count` independent choices from the current state (the same as calling
-  // Sample() `count` times); selectors override it when batching is faster.
-  virtual void SampleMany(size_t count, Selection* out);
-  virtual void Clear() noexcept = 0;
-  virtual size_t size() const noexcept = 0;
-  virtual bool Contains(uint64_t key) const noexcept = 0;
-  virtual SelectorOptions options() const = 0;
+  Selection Sample();
+  void Clear() noexcept;
+  size_t size() const noexcept { return keys_.size(); }
+  bool Contains(uint64_t key) const noexcept { return index_.Contains(key); }
+  SelectorOptions options() const { return slots_->options(); }
 
  protected:
-  ItemSelector() = default;
-  ItemSelector(const ItemSelector&) = delete;
-  ItemSelector& operator=(const ItemSelector&) = delete;
+  const SlotSelector& slots() const noexcept { return *slots_; }
+  // The slot of `key`; throws NotFoundError naming the key.
+  size_t SlotOf(uint64_t key) const;
+
+ private:
+  std::unique_ptr<SlotSelector> slots_;
+  std::vector<uint64_t> keys_;  // slot -> key
+  KeyMap<uint32_t> index_;      // key -> slot
 };
 
 }  // namespace resound

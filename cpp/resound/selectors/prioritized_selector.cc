@@ -37,58 +37,38 @@ void PrioritizedSelector::ValidatePriority(double priority) const {
   }
 }
 
-size_t PrioritizedSelector::IndexOf(uint64_t key) const {
-  const size_t* index = index_.Find(key);
-  if (index == nullptr) throw NotFoundError("key " + std::to_string(key) + " is not in the selector");
-  return *index;
+void PrioritizedSelector::Append(double priority) {
+  const size_t slot = tree_.size();
+  CheckRoom(slot);
+  tree_.Resize(slot + 1);
+  tree_.Set(slot, Weight(priority));
 }
 
-void PrioritizedSelector::Insert(uint64_t key, double priority) {
-  ValidatePriority(priority);
-  if (Contains(key)) throw InvalidArgumentError("key " + std::to_string(key) + " is already in the selector");
-  const size_t index = keys_.size();
-  keys_.push_back(key);
-  index_.TryEmplace(key, index);
-  tree_.Resize(index + 1);
-  tree_.Set(index, Weight(priority));
-}
+void PrioritizedSelector::Update(size_t slot, double priority) { tree_.Set(slot, Weight(priority)); }
 
-void PrioritizedSelector::Update(uint64_t key, double priority) {
-  ValidatePriority(priority);
-  tree_.Set(IndexOf(key), Weight(priority));
-}
-
-void PrioritizedSelector::Delete(uint64_t key) {
-  const size_t hole = IndexOf(key);
-  const size_t last = keys_.size() - 1;
-  if (hole != last) {
-    const uint64_t moved = keys_[last];
-    keys_[hole] = moved;
-    *index_.Find(moved) = hole;
-    tree_.Set(hole, tree_.Get(last));
-  }
-  keys_.pop_back();
-  index_.Erase(key);
+void PrioritizedSelector::Remove(size_t slot) {
+  const size_t last = tree_.size() - 1;
+  if (slot != last) tree_.Set(slot, tree_.Get(last));
   tree_.Resize(last);
 }
 
-Selection PrioritizedSelector::Sample() {
-  const size_t n = keys_.size();
-  if (n == 0) throw FailedPreconditionError("cannot sample from an empty selector");
+SlotSelection PrioritizedSelector::Sample() {
+  const size_t n = tree_.size();
+  if (n == 0) ThrowEmpty();
   const double total = tree_.Total();
   if (!(total > 0)) {
     std::uniform_int_distribution<size_t> pick(0, n - 1);
-    return {keys_[pick(rng_)], 1.0 / static_cast<double>(n)};
+    return {pick(rng_), 1.0 / static_cast<double>(n)};
   }
   std::uniform_real_distribution<double> draw(0.0, total);
-  const size_t index = tree_.Find(draw(rng_));
-  return {keys_[index], tree_.Get(index) / total};
+  const size_t slot = tree_.Find(draw(rng_));
+  return {slot, tree_.Get(slot) / total};
 }
 
-void PrioritizedSelector::SampleMany(size_t count, Selection* out) {
+void PrioritizedSelector::SampleMany(size_t count, SlotSelection* out) {
   const double total = tree_.Total();
-  if (keys_.empty() || !(total > 0)) {
-    ItemSelector::SampleMany(count, out);  // empty (throws) or uniform fallback
+  if (tree_.size() == 0 || !(total > 0)) {
+    SlotSelector::SampleMany(count, out);  // empty (throws) or uniform fallback
     return;
   }
   targets_.resize(count);
@@ -96,21 +76,13 @@ void PrioritizedSelector::SampleMany(size_t count, Selection* out) {
   std::uniform_real_distribution<double> draw(0.0, total);
   for (double& target : targets_) target = draw(rng_);
   tree_.FindMany(targets_.data(), count, leaves_.data());
-  for (const size_t leaf : leaves_) __builtin_prefetch(&keys_[leaf]);
-  for (size_t i = 0; i < count; ++i) out[i] = {keys_[leaves_[i]], tree_.Get(leaves_[i]) / total};
+  for (size_t i = 0; i < count; ++i) out[i] = {leaves_[i], tree_.Get(leaves_[i]) / total};
 }
 
-double PrioritizedSelector::Probability(uint64_t key) const {
-  const size_t index = IndexOf(key);
+double PrioritizedSelector::Probability(size_t slot) const {
   const double total = tree_.Total();
-  if (!(total > 0)) return 1.0 / static_cast<double>(keys_.size());
-  return tree_.Get(index) / total;
-}
-
-void PrioritizedSelector::Clear() noexcept {
-  keys_.clear();
-  index_.Clear();
-  tree_.Clear();
+  if (!(total > 0)) return 1.0 / static_cast<double>(tree_.size());
+  return tree_.Get(slot) / total;
 }
 
 SelectorOptions PrioritizedSelector::options() const {

@@ -1,28 +1,16 @@
 #include "resound/selectors/selector_options.h"
 
-#include <cmath>
 #include <sstream>
 
 #include "resound/errors.h"
 #include "resound/selectors/heap_selector.h"
 #include "resound/selectors/insertion_order_selector.h"
 #include "resound/selectors/item_selector.h"
+#include "resound/selectors/prioritized_item_selector.h"
 #include "resound/selectors/prioritized_selector.h"
 #include "resound/selectors/uniform_selector.h"
 
 namespace resound {
-
-void ItemSelector::ValidatePriority(double priority) const {
-  if (!std::isfinite(priority)) {
-    std::ostringstream message;
-    message << "priority must be a finite number, got " << priority;
-    throw InvalidArgumentError(message.str());
-  }
-}
-
-void ItemSelector::SampleMany(size_t count, Selection* out) {
-  for (size_t i = 0; i < count; ++i) out[i] = Sample();
-}
 
 std::string SelectorOptions::kind_name() const {
   switch (kind) {
@@ -83,7 +71,7 @@ SelectorKind ParseSelectorKind(const std::string& name) {
       "'max_heap'; got '" + name + "'");
 }
 
-std::unique_ptr<ItemSelector> MakeSelector(const SelectorOptions& options) {
+std::unique_ptr<SlotSelector> MakeSlotSelector(const SelectorOptions& options) {
   switch (options.kind) {
     case SelectorKind::kUniform:
       return std::make_unique<UniformSelector>(options.seed);
@@ -99,6 +87,14 @@ std::unique_ptr<ItemSelector> MakeSelector(const SelectorOptions& options) {
       return std::make_unique<HeapSelector>(/*min_heap=*/false);
   }
   throw InvalidArgumentError("unknown selector kind");
+}
+
+std::unique_ptr<ItemSelector> MakeSelector(const SelectorOptions& options) {
+  // Python code downcasts to PrioritizedSelector for probability().
+  if (options.kind == SelectorKind::kPrioritized) {
+    return std::make_unique<PrioritizedItemSelector>(options.priority_exponent, options.seed);
+  }
+  return std::make_unique<ItemSelector>(MakeSlotSelector(options));
 }
 
 }  // namespace resound

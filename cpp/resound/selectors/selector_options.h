@@ -12,6 +12,7 @@
 namespace resound {
 
 class ItemSelector;
+class SlotSelector;
 
 enum class SelectorKind { kUniform, kPrioritized, kFifo, kLifo, kMinHeap, kMaxHeap };
 
@@ -31,8 +32,12 @@ struct SelectorOptions {
 // Parses a kind name; throws InvalidArgumentError listing the allowed names.
 SelectorKind ParseSelectorKind(const std::string& name);
 
-// Builds a fresh selector. Throws InvalidArgumentError for a bad exponent.
+// Builds a fresh selector addressed by key (a PrioritizedItemSelector for
+// kPrioritized). Throws InvalidArgumentError for a bad exponent.
 std::unique_ptr<ItemSelector> MakeSelector(const SelectorOptions& options);
+// Builds a fresh selector addressed by slot, as a table uses it. Throws
+// InvalidArgumentError for a bad exponent.
+std::unique_ptr<SlotSelector> MakeSlotSelector(const SelectorOptions& options);
 
 }  // namespace resound
 
