@@ -531,7 +531,7 @@ STEP_VALUES = {
 
 
 def _step(index):
-    return nest.map_structure(lambda x: np.ones_like(x) * index, STEP_VALUES)
+    return nest.map_structure(lambda x: np.full_like(x, index), STEP_VALUES)
 
 
 def test_trajectory_patterns_value_by_value(client):
