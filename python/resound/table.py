@@ -136,15 +136,8 @@ class Table:
             >>> Table.queue('q', 100).info.max_times_sampled
             1
         """
-        return cls(
-            name=name,
-            sampler=item_selectors.Fifo(),
-            remover=item_selectors.Fifo(),
-            max_size=max_size,
-            max_times_sampled=1,
-            rate_limiter=rate_limiters.Queue(max_size),
-            extensions=extensions,
-            signature=signature,
+        return cls._take_once(
+            name, max_size, item_selectors.Fifo, rate_limiters.Queue, extensions, signature
         )
 
     @classmethod
@@ -152,13 +145,28 @@ class Table:
         cls, name: str, max_size: int, extensions: Sequence[Any] = (), signature: Any = None
     ) -> Table:
         """A LIFO stack: like :meth:`queue` but the newest item comes out first."""
+        return cls._take_once(
+            name, max_size, item_selectors.Lifo, rate_limiters.Stack, extensions, signature
+        )
+
+    @classmethod
+    def _take_once(
+        cls,
+        name: str,
+        max_size: int,
+        selector: type[item_selectors.ItemSelector],
+        limiter: type[rate_limiters.RateLimiter],
+        extensions: Sequence[Any],
+        signature: Any,
+    ) -> Table:
+        """A table whose items are each sampled once, in the selector's order."""
         return cls(
             name=name,
-            sampler=item_selectors.Lifo(),
-            remover=item_selectors.Lifo(),
+            sampler=selector(),
+            remover=selector(),
             max_size=max_size,
             max_times_sampled=1,
-            rate_limiter=rate_limiters.Stack(max_size),
+            rate_limiter=limiter(max_size),
             extensions=extensions,
             signature=signature,
         )
