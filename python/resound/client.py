@@ -310,17 +310,26 @@ class Client:
     def mutate_priorities(
         self,
         table: str,
-        updates: Mapping[int, float] | None = None,
+        updates: Mapping[int, float] | tuple[Any, Any] | None = None,
         deletes: Iterable[int] | None = None,
     ) -> None:
-        """Sets priorities ({key: priority}) and deletes keys, all or nothing:
-        an invalid priority (NaN, inf, negative for Prioritized) rejects the
-        whole call with ValueError. Missing keys are ignored."""
-        self._transport.mutate_priorities(table, updates, deletes)
+        """Sets priorities and deletes keys, all or nothing: an invalid
+        priority (NaN, inf, negative for Prioritized) rejects the whole call
+        with ValueError. Missing keys are ignored.
 
-    def update_priorities(self, table: str, updates: Mapping[int, float]) -> None:
+        ``updates`` is a dict ``{key: priority}`` or a pair of arrays
+        ``(keys, priorities)`` (numpy, or anything ``np.asarray`` takes, such
+        as torch or JAX arrays) of equal length.
+
+        Example:
+            >>> batch = client.sample_batch('replay', 256)  # doctest: +SKIP
+            >>> client.update_priorities('replay', (batch.info.key, td_errors))  # doctest: +SKIP
+        """
+        self._transport.mutate_priorities(table, _as_updates(updates), deletes)
+
+    def update_priorities(self, table: str, updates: Mapping[int, float] | tuple[Any, Any]) -> None:
         """``mutate_priorities(table, updates=updates)``."""
-        self._transport.mutate_priorities(table, updates, None)
+        self._transport.mutate_priorities(table, _as_updates(updates), None)
 
     def reset(self, table: str) -> None:
         """Removes every item of ``table`` and zeroes its rate limiter counters."""
@@ -336,6 +345,34 @@ class Client:
 
 
 # --- helpers
+
+
+def _as_updates(updates: Any) -> Any:
+    """A (keys, priorities) pair of arrays as two numpy arrays; other forms
+    (dict, pairs) unchanged. Keys must come as an array (numpy, torch, JAX):
+    a tuple of two Python (key, priority) pairs stays a list of pairs."""
+    if (
+        isinstance(updates, tuple)
+        and len(updates) == 2
+        and hasattr(updates[0], "__array__")
+        and np.ndim(updates[0]) == 1
+    ):
+        keys = np.asarray(updates[0])
+        if keys.dtype.kind not in "iu":
+            raise ValueError(f"updates keys must be integers, got an array of {keys.dtype}")
+        try:
+            priorities = np.asarray(updates[1], dtype=np.float64)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"updates priorities must be numbers: {error}") from None
+        if priorities.ndim != 1 or len(priorities) != len(keys):
+            raise ValueError(
+                f"updates (keys, priorities) must have equal lengths, got {len(keys)} keys and "
+                f"priorities of shape {priorities.shape}"
+            )
+        if keys.dtype.kind == "i" and len(keys) and keys.min() < 0:
+            raise ValueError("updates keys must be >= 0")
+        return (keys.astype(np.uint64, copy=False), priorities)
+    return updates
 
 
 def _check_count(value: Any, name: str) -> int:
