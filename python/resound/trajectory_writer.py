@@ -58,6 +58,8 @@ _MAX_BATCH = 4096
 # How long the background sender blocks in one core call before it looks at
 # whether the writer was closed or a flush wants to take over.
 _SENDER_SLICE_SECONDS = 0.05
+# The longest single wait for the rate limiter in flush and end_episode.
+_WAIT_SLICE_SECONDS = 0.1
 # How long an idle sender waits before it looks again whether its writer
 # still exists (a writer collected on the sender's own thread cannot wake it).
 _SENDER_IDLE_SECONDS = 1.0
@@ -1010,19 +1012,23 @@ class TrajectoryWriter:
             if ready is None:
                 break
             table, batch = ready
+            # Long waits go in slices: the interpreter runs signal handlers
+            # (Ctrl-C) only between core calls.
             if deadline is None:
-                timeout = None
+                timeout = _WAIT_SLICE_SECONDS
             elif deadline == 0.0:
                 timeout = 0.0
             else:
-                timeout = max(0.0, deadline - time.monotonic())
+                timeout = min(max(0.0, deadline - time.monotonic()), _WAIT_SLICE_SECONDS)
             try:
                 inserted = self._transport.insert(table, [item.request for item in batch], timeout)
             except DeadlineExceededError as error:
                 self._pop(getattr(error, "num_inserted", 0))
+                if deadline is None or (deadline != 0.0 and time.monotonic() < deadline):
+                    continue
                 return False
-            except BaseException as error:
-                if len(batch) > 1 and isinstance(error, Exception):
+            except Exception as error:
+                if len(batch) > 1:
                     self._pop(getattr(error, "num_inserted", 0))
                     self._batch_limit = 1  # find the refused item
                     continue
