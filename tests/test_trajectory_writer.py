@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import gc
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -922,6 +923,35 @@ def test_flush_without_timeout_waits_for_the_rate_limiter(serve):
     got = take(client, "q", 3)
     call.value()
     assert writer.num_pending_items == 0
+    assert [data[0] for data in got] == [np.float32(i) for i in range(3)]
+
+
+def test_a_blocked_flush_can_be_interrupted(serve):
+    # Ctrl-C (here a timer signal raising KeyboardInterrupt) reaches a flush
+    # that waits for the rate limiter, and the writer carries on afterwards.
+    server, client = serve(queue(max_size=1))
+    writer = client.trajectory_writer(1)
+    fill_queue(writer, 3)
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    # Safety net only: if the signal never gets through, stopping the server
+    # ends the flush (CancelledError), so the test fails instead of hanging.
+    rescue = threading.Timer(SAFETY / 2, server.stop)
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        rescue.start()
+        with pytest.raises(KeyboardInterrupt):
+            signal.setitimer(signal.ITIMER_REAL, 0.2)
+            writer.flush()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        rescue.cancel()
+    assert writer.num_pending_items == 2
+    got = take(client, "q", 3)
+    writer.flush(timeout_ms=int(SAFETY * 1000))
     assert [data[0] for data in got] == [np.float32(i) for i in range(3)]
 
 
