@@ -23,7 +23,6 @@ Example:
 from __future__ import annotations
 
 import math
-import numbers
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -32,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from resound import _codec, _core, nest
+from resound._checks import as_priority, check_count, check_timeout
 from resound.batch_iterator import BatchIterator
 from resound.errors import DeadlineExceededError
 from resound.replay_sample import ReplaySample, SampleInfo
@@ -120,7 +120,7 @@ class Client:
             raise ValueError("priorities must contain at least one item (table name -> priority)")
         if not isinstance(priorities, Mapping):
             raise ValueError(f"priorities must be a dict {{table: priority}}, got {priorities!r}")
-        timeout = _check_timeout(timeout)
+        timeout = check_timeout(timeout)
         transport = self._transport
         metas = {}
         for table, priority in priorities.items():
@@ -211,8 +211,8 @@ class Client:
         leave taken samples unseen. ``timeout`` bounds each wait for the rate
         limiter (seconds; None: forever) and raises DeadlineExceededError.
         """
-        num_samples = _check_count(num_samples, "num_samples")
-        timeout = _check_timeout(timeout)
+        num_samples = check_count(num_samples, "num_samples")
+        timeout = check_timeout(timeout)
         transport = self._transport
         return self._sample_generator(
             transport, table, num_samples, emit_timesteps, unpack_as_table_signature, timeout
@@ -262,8 +262,8 @@ class Client:
         otherwise the samples taken so far (a smaller batch, never lost).
         Items in one batch must have equal shapes and dtypes per column (ValueError).
         """
-        batch_size = _check_count(batch_size, "batch_size")
-        timeout = _check_timeout(timeout)
+        batch_size = check_count(batch_size, "batch_size")
+        timeout = check_timeout(timeout)
         transport = self._transport
         signature = transport.signature(table) if unpack_as_table_signature else None
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -290,11 +290,11 @@ class Client:
             ...     for batch in batches:
             ...         learn(batch.data)
         """
-        batch_size = _check_count(batch_size, "batch_size")
+        batch_size = check_count(batch_size, "batch_size")
         if num_batches is not None:
-            num_batches = _check_count(num_batches, "num_batches")
-        prefetch = _check_count(prefetch, "prefetch")
-        timeout = _check_timeout(timeout)
+            num_batches = check_count(num_batches, "num_batches")
+        prefetch = check_count(prefetch, "prefetch")
+        timeout = check_timeout(timeout)
         transport = self._transport
         signature = transport.signature(table) if unpack_as_table_signature else None
 
@@ -337,7 +337,7 @@ class Client:
 
     def server_info(self, timeout: int | None = None) -> dict[str, TableInfo]:
         """TableInfo of every table by name (``timeout`` in seconds)."""
-        return self._transport.server_info(_check_timeout(timeout))
+        return self._transport.server_info(check_timeout(timeout))
 
     def checkpoint(self) -> str:
         """Writes a checkpoint of the server; not supported yet."""
@@ -375,24 +375,8 @@ def _as_updates(updates: Any) -> Any:
     return updates
 
 
-def _check_count(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    return int(value)
-
-
-def _check_timeout(timeout: Any) -> float | None:
-    if timeout is None:
-        return None
-    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout >= 0:
-        raise ValueError(f"timeout must be None (wait forever) or seconds >= 0, got {timeout!r}")
-    return float(timeout)
-
-
 def _check_priority(priority: Any, prioritized: bool, table: str) -> float:
-    if isinstance(priority, bool) or not isinstance(priority, numbers.Real):
-        raise ValueError(f"priority for table {table!r} must be a number, got {priority!r}")
-    value = float(priority)
+    value = as_priority(priority, f"priority for table {table!r}")
     if not math.isfinite(value):
         raise ValueError(f"priority for table {table!r} must be finite, got {value}")
     if prioritized and value < 0:

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from resound import _core, item_selectors, rate_limiters, specs
+from resound._checks import check_count
 from resound.table_info import TableInfo
 
 __all__ = ["Table", "shared_chunk_store"]
@@ -188,11 +189,11 @@ class Table:
     def can_sample(self, num_samples: int) -> bool:
         """Whether the rate limiter would allow ``num_samples`` samples now
         (ignores max_size and max_times_sampled, as Reverb does)."""
-        return self._core.can_sample(_check_count(num_samples, "num_samples"))
+        return self._core.can_sample(check_count(num_samples, "num_samples"))
 
     def can_insert(self, num_inserts: int) -> bool:
         """Whether the rate limiter would allow ``num_inserts`` inserts now."""
-        return self._core.can_insert(_check_count(num_inserts, "num_inserts"))
+        return self._core.can_insert(check_count(num_inserts, "num_inserts"))
 
     def replace(
         self,
@@ -241,9 +242,3 @@ class Table:
 def _make_core_selector(selector: item_selectors.ItemSelector) -> _core.ItemSelector:
     options = selector.options
     return _core.make_selector(options.kind, options.priority_exponent, options.seed)
-
-
-def _check_count(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    return int(value)
