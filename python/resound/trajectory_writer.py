@@ -33,7 +33,6 @@ import contextlib
 import datetime
 import functools
 import math
-import numbers
 import os
 import random
 import threading
@@ -45,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from resound import _codec, nest, specs
+from resound._checks import as_priority, check_timeout
 from resound.errors import DeadlineExceededError, ReverbError
 
 __all__ = ["CellRef", "TrajectoryColumn", "TrajectoryWriter"]
@@ -90,6 +90,14 @@ def _as_array(value: Any) -> np.ndarray:
             array = array.astype(target)
         except (TypeError, ValueError, UnicodeEncodeError) as error:
             raise ValueError(f"unsupported object data {value!r}: {error}") from None
+    elif array.dtype.kind == "V":
+        # Structured and extension types (e.g. ml_dtypes' bfloat16) have no
+        # portable type string: they would come back as raw bytes.
+        raise ValueError(
+            f"unsupported dtype {array.dtype} of {type(value).__name__}: values must be bool, "
+            "integer, float or complex numbers, or strings (convert e.g. bfloat16 with "
+            ".astype(np.float32))"
+        )
     return array
 
 
@@ -912,10 +920,7 @@ class TrajectoryWriter:
         return table
 
     def _check_item_priority(self, table: str, priority: Any) -> float:
-        if isinstance(priority, bool) or not isinstance(priority, numbers.Real):
-            # float() would also take '1.5' or True (Client.insert refuses both).
-            raise ValueError(f"priority must be a number, got {priority!r}")
-        value = float(priority)
+        value = as_priority(priority)
         if math.isnan(value):
             raise ValueError("`priority` must not be nan.")
         if math.isinf(value):
@@ -1047,7 +1052,8 @@ class TrajectoryWriter:
             pending.popleft()
 
     def _wait_until(self, keep: int, timeout_ms: int | None, call: str) -> None:
-        deadline = None if timeout_ms is None else time.monotonic() + max(0.0, timeout_ms / 1000)
+        timeout = check_timeout(timeout_ms, "timeout_ms", "milliseconds")
+        deadline = None if timeout is None else time.monotonic() + timeout / 1000
         # Complete the chunks of every item that must leave the writer.
         pending = list(self._pending)
         for item in pending[: max(0, len(pending) - keep)]:
