@@ -8,9 +8,11 @@ objects. The GIL is released inside every core call that waits or copies.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from resound.errors import DeadlineExceededError
 from resound.table import shared_chunk_store
 from resound.table_info import TableInfo
 
@@ -20,6 +22,16 @@ if TYPE_CHECKING:
     from resound.table import Table
 
 __all__ = ["EmbeddedTransport", "TableMeta"]
+
+# Long waits for a rate limiter happen in slices this long: the core waits
+# without the GIL, and Python only handles signals (Ctrl-C) between calls.
+_WAIT_SLICE_SECONDS = 0.1
+
+
+def _slice(deadline: float | None) -> float:
+    if deadline is None:
+        return _WAIT_SLICE_SECONDS
+    return min(_WAIT_SLICE_SECONDS, max(0.0, deadline - time.monotonic()))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,10 +74,30 @@ class EmbeddedTransport:
         insert = self._inserts.get(table)
         if insert is None:
             insert = self._inserts[table] = self._table(table)._core.insert_batch
-        return insert(requests, timeout)
+        if timeout is not None and timeout <= _WAIT_SLICE_SECONDS:
+            return insert(requests, timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        done = 0
+        while True:
+            try:
+                return done + insert(requests[done:] if done else requests, _slice(deadline))
+            except DeadlineExceededError as error:
+                done += error.num_inserted
+                if deadline is not None and time.monotonic() >= deadline:
+                    error.num_inserted = done
+                    raise
 
     def sample(self, table: str, num_samples: int, timeout: float | None) -> Any:
-        return self._table(table)._core.sample(num_samples, timeout)
+        sample = self._table(table)._core.sample
+        if timeout is not None and timeout <= _WAIT_SLICE_SECONDS:
+            return sample(num_samples, timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            try:
+                return sample(num_samples, _slice(deadline))
+            except DeadlineExceededError:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
 
     def mutate_priorities(
         self,
