@@ -234,12 +234,6 @@ class TestTorchTensorsAsData:
 
 
 class TestTorchPriorities:
-    @pytest.mark.xfail(
-        raises=ValueError,
-        strict=True,
-        reason="bug: update_priorities' (keys, priorities) form takes numpy arrays only; "
-        "tensors fall through to the (key, priority)-pairs form",
-    )
     def test_update_priorities_takes_a_pair_of_tensors(self, make_client):
         client = make_client()
         client.insert([np.zeros(2)], priorities={"t": 1.0})
