@@ -60,8 +60,8 @@ std::shared_ptr<const Chunk> ChunkStore::Insert(const ChunkMetadata& metadata, s
   // owners let go meanwhile, must be destroyed after the lock is released,
   // since a chunk's destructor takes that lock.
   TrailingStorage storage{Chunk::StorageBytes(metadata, payload.size())};
-  std::shared_ptr<const Chunk> candidate = std::allocate_shared<StoredChunk>(
-      TrailingAllocator<StoredChunk>(&storage), state_, metadata, payload, storage);
+  std::shared_ptr<const Chunk> candidate =
+      AllocateSharedWithTrailing<StoredChunk>(storage, state_, metadata, payload);
   std::shared_ptr<const Chunk> existing;
   const uint64_t key = metadata.key;
   {

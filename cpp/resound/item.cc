@@ -54,23 +54,22 @@ Item::Item(Token, uint64_t key, const Trajectory& trajectory, std::span<std::sha
       storage_(storage.data),
       num_chunks_(static_cast<uint32_t>(chunks.size())),
       num_columns_(static_cast<uint32_t>(trajectory.size())) {
-  // Each array starts the lifetime of its elements in the storage; the
-  // element types all have the same alignment (8), so the arrays pack.
-  static_assert(alignof(StoredColumn) == alignof(std::shared_ptr<const Chunk>) &&
-                alignof(ChunkSlice) == alignof(StoredColumn));
+  // Each array starts the lifetime of its elements in the storage. Chunk
+  // handles and slices are 8-byte aligned and columns 4-byte aligned; each
+  // array's size is a multiple of 8 (columns are 8 bytes), so all pack.
+  static_assert(alignof(std::shared_ptr<const Chunk>) == 8 && alignof(ChunkSlice) == 8 &&
+                sizeof(StoredColumn) == 8 && alignof(StoredColumn) <= 8);
   std::uninitialized_move(chunks.begin(), chunks.end(), reinterpret_cast<std::shared_ptr<const Chunk>*>(storage_));
   auto* column_out = reinterpret_cast<StoredColumn*>(storage_ + num_chunks_ * sizeof(std::shared_ptr<const Chunk>));
   auto* slice_out = reinterpret_cast<ChunkSlice*>(storage_ + num_chunks_ * sizeof(std::shared_ptr<const Chunk>) +
                                                   num_columns_ * sizeof(StoredColumn));
   uint32_t slices_end = 0;
   for (const TrajectoryColumn& column : trajectory) {
-    int64_t length = 0;
     for (const ChunkSlice& slice : column.slices) {
       ::new (static_cast<void*>(slice_out + slices_end)) ChunkSlice(slice);
       ++slices_end;
-      length += slice.length;
     }
-    ::new (static_cast<void*>(column_out++)) StoredColumn{length, slices_end, column.squeeze};
+    ::new (static_cast<void*>(column_out++)) StoredColumn{slices_end, column.squeeze};
   }
 }
 
@@ -90,6 +89,13 @@ const Item::StoredColumn* Item::columns() const noexcept {
 const ChunkSlice* Item::slices() const noexcept {
   return std::launder(reinterpret_cast<const ChunkSlice*>(
       storage_ + num_chunks_ * sizeof(std::shared_ptr<const Chunk>) + num_columns_ * sizeof(StoredColumn)));
+}
+
+int64_t Item::column_length(size_t index) const noexcept {
+  // Validated in Create: the sum of the slices' lengths, usually of one.
+  int64_t length = 0;
+  for (const ChunkSlice& slice : column(index).slices) length += slice.length;
+  return length;
 }
 
 Item::ColumnView Item::column(size_t index) const noexcept {
@@ -153,8 +159,8 @@ std::shared_ptr<const Item> Item::Create(uint64_t key, const Trajectory& traject
     throw InvalidArgumentError(where() + "has more than " + std::to_string(kMaxCount) + " columns or slices");
   }
   TrailingStorage storage{StorageBytes(chunks.size(), trajectory)};
-  return std::allocate_shared<Item>(TrailingAllocator<Item>(&storage), Token(), key, trajectory,
-                                    std::span<std::shared_ptr<const Chunk>>(chunks), storage);
+  return AllocateSharedWithTrailing<Item>(storage, Token(), key, trajectory,
+                                          std::span<std::shared_ptr<const Chunk>>(chunks));
 }
 
 }  // namespace resound

@@ -54,7 +54,7 @@ class Item {
   // Only Create() can make the token, so only validated items exist; the
   // constructor is public so that allocate_shared can allocate item and
   // control block together. It moves `chunks` and copies `trajectory` into
-  // `storage.data`, sized by StorageBytes().
+  // `storage.data`, sized by StorageBytes() (see AllocateSharedWithTrailing).
   class Token {
     friend class Item;
     explicit Token() = default;
@@ -73,13 +73,12 @@ class Item {
   // Distinct chunks in order of first reference.
   std::span<const std::shared_ptr<const Chunk>> chunks() const noexcept;
   // Number of rows in column `index` (after concatenating its slices).
-  int64_t column_length(size_t index) const noexcept { return columns()[index].length; }
+  int64_t column_length(size_t index) const noexcept;
 
  private:
   // A column as stored: its slices are slices()[previous column's
   // slices_end, slices_end).
   struct StoredColumn {
-    int64_t length;
     uint32_t slices_end;
     bool squeeze;
   };
