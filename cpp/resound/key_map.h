@@ -47,7 +47,7 @@ struct KeyMapZeroIsEmpty {
 template <typename V, typename EmptyValue = KeyMapUseFlag>
 class KeyMap {
  public:
-  KeyMap() { Rehash(kMinCapacity); }
+  KeyMap() : slots_(kMinCapacity), shift_(64 - std::countr_zero(kMinCapacity)) {}
 
   size_t size() const noexcept { return size_; }
   bool empty() const noexcept { return size_ == 0; }
@@ -86,9 +86,10 @@ class KeyMap {
   }
 
   void Clear() {
-    std::vector<Slot>().swap(slots_);
+    std::vector<Slot> fresh(kMinCapacity);  // if this throws, nothing changed
+    slots_.swap(fresh);
+    shift_ = 64 - std::countr_zero(kMinCapacity);
     size_ = 0;
-    Rehash(kMinCapacity);
   }
 
   template <typename F>
@@ -176,10 +177,12 @@ class KeyMap {
     }
   }
 
+  // Allocates first, so a failed allocation leaves the map as it was; moving
+  // the entries over cannot fail (keys and the values used here move and
+  // swap without throwing).
   void Rehash(size_t capacity) {
-    std::vector<Slot> old;
+    std::vector<Slot> old(capacity);
     old.swap(slots_);
-    slots_.resize(capacity);
     shift_ = 64 - std::countr_zero(capacity);
     for (Slot& slot : old) {
       if (Used(slot)) Place(slot.key, std::move(slot.value));
