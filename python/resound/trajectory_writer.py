@@ -32,6 +32,7 @@ import collections
 import contextlib
 import datetime
 import functools
+import itertools
 import math
 import os
 import random
@@ -391,7 +392,9 @@ class TrajectoryColumn:
         (3, 4)
     """
 
-    __slots__ = ("_path", "_refs", "_squeeze")
+    # _contiguous: the references are consecutive values of one column (a
+    # history slice), which lets create_item skip per-reference work.
+    __slots__ = ("_contiguous", "_path", "_refs", "_squeeze")
 
     def __init__(
         self, data_references: Sequence[CellRef], *, squeeze: bool = False, path: Any = None
@@ -410,6 +413,7 @@ class TrajectoryColumn:
         self._refs = refs
         self._squeeze = bool(squeeze)
         self._path = path
+        self._contiguous = False
 
     @classmethod
     def _single(cls, ref: CellRef | None, path: Any) -> TrajectoryColumn:
@@ -421,6 +425,18 @@ class TrajectoryColumn:
         column._refs = [ref]
         column._squeeze = True
         column._path = path
+        column._contiguous = True
+        return column
+
+    @classmethod
+    def _run(cls, refs: list[CellRef], path: Any) -> TrajectoryColumn:
+        """An unsqueezed column of consecutive values of one column (the caller
+        guarantees it and that no reference is None)."""
+        column = cls.__new__(cls)
+        column._refs = refs
+        column._squeeze = False
+        column._path = path
+        column._contiguous = True
         return column
 
     @property
@@ -456,7 +472,10 @@ class TrajectoryColumn:
         if isinstance(index, (int, np.integer)) and not isinstance(index, bool):
             return TrajectoryColumn([self._refs[index]], squeeze=True, path=self._path)
         if isinstance(index, slice):
-            return TrajectoryColumn(self._refs[index], path=self._path)
+            refs = self._refs[index]
+            if self._contiguous and refs and index.step in (None, 1):
+                return TrajectoryColumn._run(refs, self._path)
+            return TrajectoryColumn(refs, path=self._path)
         if isinstance(index, (list, tuple, np.ndarray)):
             return TrajectoryColumn([self._refs[i] for i in index], path=self._path)
         raise TypeError(f"TrajectoryColumn indices must be int, slice or list, got {index!r}")
@@ -499,7 +518,14 @@ class _ColumnHistory:
                 return TrajectoryColumn._single(history[-1], self._path)
             return TrajectoryColumn._single(self._entry(int(index)), self._path)
         if isinstance(index, slice):
-            positions = range(*index.indices(column.history_length()))
+            start, stop, step = index.indices(column.history_length())
+            dropped = column.history_dropped
+            if step == 1 and dropped <= start < stop:
+                # Consecutive steps still in the history: one C-level copy.
+                refs = list(itertools.islice(column.history, start - dropped, stop - dropped))
+                if None not in refs:
+                    return TrajectoryColumn._run(refs, self._path)
+            positions = range(start, stop, step)
             return TrajectoryColumn([column.history_at(p) for p in positions], path=self._path)
         if isinstance(index, (list, tuple, np.ndarray)):
             return TrajectoryColumn([self._entry(int(p)) for p in index], path=self._path)
@@ -536,7 +562,7 @@ class _PendingItem:
         self.chunks = chunks
 
     def ready(self) -> bool:
-        return all(chunk.handle is not None for chunk in self.chunks)
+        return _all_complete(self.chunks)
 
 
 class TrajectoryWriter:
@@ -805,6 +831,8 @@ class TrajectoryWriter:
                 if chunk not in chunks:
                     chunks.append(chunk)
                 columns.append(([(chunk.key, ref._offset, 1)], leaf._squeeze))
+            elif leaf._contiguous:
+                columns.append(_run_slices(refs, index, chunks))
             elif refs:
                 columns.append(_slices(leaf, index, chunks))
             else:
@@ -1181,6 +1209,33 @@ def _all_complete(chunks: list[_Chunk]) -> bool:
         if chunk.handle is None:
             return False
     return True
+
+
+def _run_slices(refs: list[CellRef], index: int, chunks: list[_Chunk]) -> tuple[list[Any], bool]:
+    """Core slices of consecutive values of one column: one slice per chunk.
+
+    Such references are alive if the oldest is, and a chunk boundary is where
+    a reference's offset is 0 again (each chunk starts at row 0).
+    """
+    first = refs[0]
+    column = first._column
+    if not first._chunk.pins and (
+        first._generation != column.generation or first._seq < column.count - column.keep_alive
+    ):
+        # The oldest may be expired while a newer one is pinned: decide per reference.
+        return _slices(TrajectoryColumn(refs), index, chunks)
+    starts = [i for i, ref in enumerate(refs) if not ref._offset]
+    if not starts or starts[0]:
+        starts.insert(0, 0)
+    starts.append(len(refs))
+    slices = []
+    for begin, end in zip(starts, starts[1:]):  # noqa: B905 - lengths differ by one
+        ref = refs[begin]
+        chunk = ref._chunk
+        slices.append((chunk.key, ref._offset, end - begin))
+        if chunk not in chunks:
+            chunks.append(chunk)
+    return slices, False
 
 
 def _slices(column: TrajectoryColumn, index: int, chunks: list[_Chunk]) -> tuple[list[Any], bool]:
