@@ -17,6 +17,10 @@
 namespace resound::bindings {
 namespace {
 
+// Copies up to this size run with the GIL held (see ChunkStore.add).
+constexpr size_t kKeepGilBelowBytes = 64 * 1024;
+
+
 // Holds a contiguous view of a Python buffer for the duration of a copy.
 class BufferView {
  public:
@@ -105,10 +109,12 @@ an item references it, and disappears from the store when the last one goes.
             BufferView view(data);
             std::shared_ptr<const Chunk> chunk;
             {
-              // The copy into the chunk and the store insert run without the
-              // GIL; the view keeps the exporter from resizing the buffer
-              // meanwhile.
-              py::gil_scoped_release release;
+              // Large copies run without the GIL (the view keeps the exporter
+              // from resizing the buffer meanwhile). Small ones keep it: a
+              // copy of a few KB takes less time than handing the GIL to
+              // another thread and queueing to get it back.
+              std::optional<py::gil_scoped_release> release;
+              if (view.size() > kKeepGilBelowBytes) release.emplace();
               chunk = store.Insert(metadata, {static_cast<const std::byte*>(view.data()), view.size()});
             }
             return Hold(std::move(chunk));

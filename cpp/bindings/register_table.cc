@@ -202,6 +202,37 @@ py::list StackColumns(const SampleBatch& batch) {
   return arrays;
 }
 
+// Priority batches up to this many entries are applied with the GIL held.
+constexpr size_t kKeepGilBelowEntries = 1024;
+
+bool IsDeadlineExceeded(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const DeadlineExceededError&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+// Inserts `prepared` in order. The first attempt does not wait and keeps the
+// GIL: it takes microseconds, and releasing the GIL for so short a call makes
+// several writer threads queue for it on every call (a convoy that cost 3x at
+// 4 threads). Only what the rate limiter holds back is waited for, without
+// the GIL.
+InsertBatchResult InsertTryingFirst(Table& table, std::vector<Table::PreparedInsert>& prepared,
+                                    const Deadline& deadline) {
+  InsertBatchResult result = table.InsertPrepared(prepared, 0, Deadline::AfterSeconds(0));
+  if (!result.error || !IsDeadlineExceeded(result.error) || deadline.has_passed()) return result;
+  const size_t done = result.num_applied;
+  {
+    py::gil_scoped_release release;
+    result = table.InsertPrepared(prepared, done, deadline);
+  }
+  result.num_applied += done;
+  return result;
+}
+
 SelectorOptions OptionsOf(const std::shared_ptr<ItemSelector>& selector, const char* argument) {
   if (!selector) throw InvalidArgumentError(std::string(argument) + " must be a selector, got None");
   return selector->options();
@@ -333,10 +364,12 @@ Example:
       .def(
           "insert",
           [](Table& table, py::handle key, double priority, py::handle trajectory, std::optional<double> timeout) {
-            ItemRequest request{ToKey(key, "key"), priority, ToTrajectory(trajectory, "trajectory")};
+            std::vector<ItemRequest> requests;
+            requests.push_back({ToKey(key, "key"), priority, ToTrajectory(trajectory, "trajectory")});
             const Deadline deadline = ToDeadline(timeout);
-            py::gil_scoped_release release;
-            table.Insert(std::move(request), deadline);
+            auto prepared = table.Prepare(std::move(requests));
+            const InsertBatchResult result = InsertTryingFirst(table, prepared, deadline);
+            if (result.error) std::rethrow_exception(result.error);
           },
           py::arg("key"), py::arg("priority"), py::arg("trajectory"), py::arg("timeout") = py::none(),
           R"doc(Inserts an item, or only sets the priority if `key` is present.
@@ -347,13 +380,9 @@ seconds (None: forever); raises DeadlineExceededError or CancelledError.)doc")
       .def(
           "insert_batch",
           [](Table& table, py::handle items, std::optional<double> timeout) {
-            auto requests = ToRequests(items);
             const Deadline deadline = ToDeadline(timeout);
-            InsertBatchResult result;
-            {
-              py::gil_scoped_release release;
-              result = table.InsertBatch(std::move(requests), deadline);
-            }
+            auto prepared = table.Prepare(ToRequests(items));
+            const InsertBatchResult result = InsertTryingFirst(table, prepared, deadline);
             if (result.error) RaiseWithProgress(result.error, result.num_applied);
             return result.num_applied;
           },
@@ -367,8 +396,15 @@ table closes part-way, the raised error carries `num_inserted`.)doc")
           [](Table& table, int64_t num_samples, std::optional<double> timeout) {
             const Deadline deadline = ToDeadline(timeout);
             auto batch = std::make_shared<SampleBatch>();
-            py::gil_scoped_release release;
-            batch->samples = table.Sample(num_samples, deadline);
+            // First without waiting, keeping the GIL (see InsertTryingFirst);
+            // only a call that must wait for the rate limiter lets it go.
+            try {
+              batch->samples = table.Sample(num_samples, Deadline::AfterSeconds(0));
+            } catch (const DeadlineExceededError&) {
+              if (deadline.has_passed()) throw;
+              py::gil_scoped_release release;
+              batch->samples = table.Sample(num_samples, deadline);
+            }
             return batch;
           },
           py::arg("num_samples") = 1, py::arg("timeout") = py::none(),
@@ -386,7 +422,10 @@ allows.)doc")
             }
             MutateResult result;
             {
-              py::gil_scoped_release release;
+              // Small batches keep the GIL (see InsertTryingFirst); a large
+              // one lets other threads run while the table applies it.
+              std::optional<py::gil_scoped_release> release;
+              if (update_list.size() + delete_list.size() > kKeepGilBelowEntries) release.emplace();
               result = table.MutatePriorities(update_list, delete_list);
             }
             return py::make_tuple(result.num_updated, result.num_deleted);
@@ -400,6 +439,8 @@ ignored. Returns (num_updated, num_deleted).)doc")
         py::gil_scoped_release release;
         return t.closed();
       })
+      // Reads release the GIL: they are what monitoring threads call in
+      // loops, and each call hands the GIL to threads waiting for it.
       .def("can_insert", &Table::CanInsert, py::arg("n") = 1, py::call_guard<py::gil_scoped_release>())
       .def("can_sample", &Table::CanSample, py::arg("n") = 1, py::call_guard<py::gil_scoped_release>())
       .def("__len__", &Table::size, py::call_guard<py::gil_scoped_release>())

@@ -169,23 +169,35 @@ void Table::Insert(ItemRequest request, const Deadline& deadline) {
 }
 
 InsertBatchResult Table::InsertBatch(std::vector<ItemRequest> requests, const Deadline& deadline) {
-  std::vector<std::shared_ptr<const Item>> items;
-  items.reserve(requests.size());
-  for (auto& request : requests) items.push_back(Build(request));
+  std::vector<PreparedInsert> prepared = Prepare(std::move(requests));
+  return InsertPrepared(prepared, 0, deadline);
+}
 
+std::vector<Table::PreparedInsert> Table::Prepare(std::vector<ItemRequest> requests) const {
+  std::vector<PreparedInsert> prepared;
+  prepared.reserve(requests.size());
+  for (auto& request : requests) {
+    const double priority = request.priority;
+    prepared.push_back({Build(request), priority});
+  }
+  return prepared;
+}
+
+InsertBatchResult Table::InsertPrepared(std::vector<PreparedInsert>& prepared, size_t begin,
+                                        const Deadline& deadline) {
   InsertBatchResult result;
   Released released;
-  released.reserve(requests.size());
+  released.reserve(prepared.size() - std::min(begin, prepared.size()));
   std::unique_lock<std::mutex> lock(mu_);
-  for (size_t i = 0; i < items.size(); ++i) {
+  for (size_t i = begin; i < prepared.size(); ++i) {
     try {
       limiter_.AwaitCanInsert(lock, deadline);
     } catch (...) {
       result.error = std::current_exception();
       break;
     }
-    InsertLocked(std::move(items[i]), requests[i].priority, released);
-    result.num_applied = i + 1;
+    InsertLocked(std::move(prepared[i].item), prepared[i].priority, released);
+    result.num_applied = i + 1 - begin;
   }
   return result;
 }

@@ -61,6 +61,20 @@ class Table {
   // at the first deadline or close; the result says how many went in.
   InsertBatchResult InsertBatch(std::vector<ItemRequest> requests, const Deadline& deadline);
 
+  // InsertBatch in two steps, so a caller can first try without waiting and
+  // wait only for what is left (the bindings keep the GIL for the first try:
+  // handing it over for a call of a few microseconds costs more than the call
+  // when several Python threads write). Prepare validates every request and
+  // builds the items without taking the table lock; InsertPrepared inserts
+  // prepared[begin..] in order, moving out each item it applies, and counts
+  // num_applied from `begin`.
+  struct PreparedInsert {
+    std::shared_ptr<const Item> item;
+    double priority = 0.0;
+  };
+  std::vector<PreparedInsert> Prepare(std::vector<ItemRequest> requests) const;
+  InsertBatchResult InsertPrepared(std::vector<PreparedInsert>& prepared, size_t begin, const Deadline& deadline);
+
   // Waits (up to `deadline`) until the rate limiter allows one sample, then
   // takes up to `max_samples` (at most kMaxSamplesPerCall) in the same locked
   // pass while the limiter keeps allowing them. Throws DeadlineExceededError
