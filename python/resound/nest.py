@@ -38,12 +38,18 @@ def _is_namedtuple(value: Any) -> bool:
     return isinstance(value, tuple) and hasattr(type(value), "_fields")
 
 
+# Whether values of a type are containers, learnt per type: the isinstance
+# check against the Mapping ABC is slow, and writers ask for every leaf.
+_NESTED_BY_TYPE: dict[type, bool] = {dict: True, list: True, tuple: True}
+
+
 def is_nested(value: Any) -> bool:
     """True if ``value`` is a container (dict/Mapping, list, tuple, namedtuple)."""
     kind = type(value)
-    return (
-        kind is dict or kind is list or kind is tuple or isinstance(value, (Mapping, list, tuple))
-    )
+    nested = _NESTED_BY_TYPE.get(kind)
+    if nested is None:
+        nested = _NESTED_BY_TYPE[kind] = isinstance(value, (Mapping, list, tuple))
+    return nested
 
 
 def _sorted_keys(mapping: Mapping[Any, Any]) -> list[Any]:

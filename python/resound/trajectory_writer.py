@@ -804,7 +804,13 @@ class TrajectoryWriter:
         ``table``. Never blocks; see :meth:`flush`."""
         if self._closed or self._error is not None:
             self._check_usable()
-        leaves = nest.flatten(trajectory)
+        if type(trajectory) is dict and len(trajectory) == 1:
+            # The common {'obs': column} item, without the general flatten.
+            leaves = list(trajectory.values())
+            if type(leaves[0]) is not TrajectoryColumn:
+                leaves = nest.flatten(trajectory)
+        else:
+            leaves = nest.flatten(trajectory)
         if not leaves:
             raise ValueError("trajectory must not be empty.")
         meta = self._tables.get(table)
