@@ -5,18 +5,10 @@
 
 #include "resound/dtype.h"
 #include "resound/errors.h"
+#include "resound/shape_text.h"
 
 namespace resound {
 namespace {
-
-std::string ShapeString(std::span<const int64_t> shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i) out += ", ";
-    out += shape[i] < 0 ? "?" : std::to_string(shape[i]);
-  }
-  return out + "]";
-}
 
 bool IsStringKind(std::string_view typestr) noexcept {
   return typestr.size() >= 2 && (typestr[1] == 'S' || typestr[1] == 'U');
@@ -32,7 +24,7 @@ ColumnSpec::ColumnSpec(std::string typestr, std::optional<std::vector<int64_t>> 
   if (shape_) {
     for (const int64_t dim : *shape_) {
       if (dim < -1) throw InvalidArgumentError("column spec dimensions must be >= 0 or -1 (any), got " +
-                                               ShapeString(*shape_));
+                                               ShapeText(*shape_));
     }
   }
 }
@@ -52,7 +44,7 @@ bool ColumnSpec::MatchesShape(std::span<const int64_t> shape) const noexcept {
 }
 
 std::string ColumnSpec::ToString() const {
-  return typestr_ + " " + (shape_ ? ShapeString(*shape_) : std::string("<any shape>"));
+  return typestr_ + " " + (shape_ ? ShapeText(*shape_) : std::string("<any shape>"));
 }
 
 void ColumnSpec::Check(const std::vector<ColumnSpec>& specs, const Item& item) {
@@ -81,7 +73,7 @@ void ColumnSpec::Check(const std::vector<ColumnSpec>& specs, const Item& item) {
         spec.MatchesShape(shape) || (!trajectory[c].squeeze && rows == 1 && spec.MatchesShape(step_shape));
     if (!spec.MatchesDtype(chunk->dtype().str()) || !shape_ok) {
       throw InvalidArgumentError("item " + std::to_string(item.key()) + ": column " + std::to_string(c) +
-                                 " is " + std::string(chunk->dtype().str()) + " " + ShapeString(shape) +
+                                 " is " + std::string(chunk->dtype().str()) + " " + ShapeText(shape) +
                                  " but the table signature expects " + spec.ToString());
     }
   }

@@ -8,18 +8,10 @@
 #include <vector>
 
 #include "resound/errors.h"
+#include "resound/shape_text.h"
 
 namespace resound {
 namespace {
-
-std::string ShapeString(std::span<const int64_t> shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i) out += ", ";
-    out += std::to_string(shape[i]);
-  }
-  return out + "]";
-}
 
 // Chunks of one column must hold the same element type. Strings may differ
 // in width: each chunk is as wide as its longest string.
@@ -144,9 +136,9 @@ std::shared_ptr<const Item> Item::Create(uint64_t key, const Trajectory& traject
         first = chunk;
       } else if (!SameElementType(chunk->dtype(), first->dtype()) || !SameShape(*chunk, *first)) {
         throw InvalidArgumentError(col() + "chunk " + std::to_string(chunk->key()) + " holds " +
-                                   std::string(chunk->dtype().str()) + " " + ShapeString(chunk->step_shape()) +
+                                   std::string(chunk->dtype().str()) + " " + ShapeText(chunk->step_shape()) +
                                    " but the column's first chunk holds " + std::string(first->dtype().str()) +
-                                   " " + ShapeString(first->step_shape()));
+                                   " " + ShapeText(first->step_shape()));
       }
       length += slice.length;
     }
