@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import resound
 from resound import _core
 
 # Bound for joins and polls that end at once when the code under test is
@@ -166,3 +167,18 @@ class Background:
         self.join()
         assert isinstance(self.error, expected), f"expected {expected.__name__}, got {self.error!r}"
         return self.error
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[..., tuple[resound.Server, resound.Client]]]:
+    """serve(*tables) -> (embedded server, in-process client); servers stop at teardown."""
+    servers: list[resound.Server] = []
+
+    def make(*tables: resound.Table) -> tuple[resound.Server, resound.Client]:
+        server = resound.Server(list(tables), listen=False)
+        servers.append(server)
+        return server, server.in_process_client()
+
+    yield make
+    for server in servers:
+        server.stop()

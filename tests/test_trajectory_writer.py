@@ -15,7 +15,6 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -30,21 +29,6 @@ Step = collections.namedtuple("Step", ["obs", "action"])
 
 
 # --- helpers
-
-
-@pytest.fixture
-def serve() -> Iterator[Callable[..., tuple[resound.Server, resound.Client]]]:
-    """serve(*tables) -> (server, in-process client); servers stop at teardown."""
-    servers: list[resound.Server] = []
-
-    def make(*tables: resound.Table) -> tuple[resound.Server, resound.Client]:
-        server = resound.Server(list(tables), listen=False)
-        servers.append(server)
-        return server, server.in_process_client()
-
-    yield make
-    for server in servers:
-        server.stop()
 
 
 def queue(name: str = "q", max_size: int = 1000, signature: Any = None) -> resound.Table:

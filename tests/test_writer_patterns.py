@@ -6,7 +6,6 @@ by items of two tables. Queue tables keep the sampling order known."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -16,20 +15,6 @@ import resound
 from resound import _codec
 
 from conftest import SAFETY
-
-
-@pytest.fixture
-def serve() -> Iterator[Callable[..., tuple[resound.Server, resound.Client]]]:
-    servers: list[resound.Server] = []
-
-    def make(*tables: resound.Table) -> tuple[resound.Server, resound.Client]:
-        server = resound.Server(list(tables), listen=False)
-        servers.append(server)
-        return server, server.in_process_client()
-
-    yield make
-    for server in servers:
-        server.stop()
 
 
 def observation(episode: int, t: int) -> np.ndarray:
