@@ -117,7 +117,16 @@ def _dtype_name(dtype: np.dtype) -> str:
 class _Chunk:
     """A chunk being built (``handle`` None) or complete (``handle`` set)."""
 
-    __slots__ = ("column", "decoded", "end_step", "handle", "key", "pins", "start_step")
+    __slots__ = (
+        "column",
+        "decoded",
+        "end_step",
+        "handle",
+        "key",
+        "length",
+        "pins",
+        "start_step",
+    )
 
     def __init__(self, column: _Column, key: int, start_step: int) -> None:
         self.column = column
@@ -125,6 +134,7 @@ class _Chunk:
         self.start_step = start_step
         self.end_step = start_step
         self.handle: Any = None
+        self.length = 0  # rows, once complete
         self.decoded: np.ndarray | None = None
         self.pins = 0  # items waiting in the writer that reference this chunk
 
@@ -290,6 +300,7 @@ class _Column:
                 raise
             # The store copies C-contiguous buffers only (slices, Fortran order).
             return self._add_direct(np.ascontiguousarray(array), step)
+        chunk.length = 1
         ref = CellRef(self, chunk, 0, self.count)
         self.count += 1
         if writer._pending:
@@ -326,6 +337,7 @@ class _Column:
             start_step=chunk.start_step,
             end_step=chunk.end_step,
         )
+        chunk.length = length
         self.open = None
         self.open_length = 0
         if self.max_chunk_length == 1:
@@ -511,13 +523,7 @@ class _ColumnHistory:
 
     def __getitem__(self, index: Any) -> TrajectoryColumn:
         column = self._column
-        if isinstance(index, (int, np.integer)) and not isinstance(index, bool):
-            # The hot path: history['x'][-1].
-            history = column.history
-            if index == -1 and history:
-                return TrajectoryColumn._single(history[-1], self._path)
-            return TrajectoryColumn._single(self._entry(int(index)), self._path)
-        if isinstance(index, slice):
+        if type(index) is slice:  # the hot path of sequences: history['x'][-10:]
             start, stop, step = index.indices(column.history_length())
             dropped = column.history_dropped
             if step == 1 and dropped <= start < stop:
@@ -527,6 +533,12 @@ class _ColumnHistory:
                     return TrajectoryColumn._run(refs, self._path)
             positions = range(start, stop, step)
             return TrajectoryColumn([column.history_at(p) for p in positions], path=self._path)
+        if isinstance(index, (int, np.integer)) and not isinstance(index, bool):
+            # The hot path of single steps: history['x'][-1].
+            history = column.history
+            if index == -1 and history:
+                return TrajectoryColumn._single(history[-1], self._path)
+            return TrajectoryColumn._single(self._entry(int(index)), self._path)
         if isinstance(index, (list, tuple, np.ndarray)):
             return TrajectoryColumn([self._entry(int(p)) for p in index], path=self._path)
         raise TypeError(f"history indices must be int, slice or list, got {index!r}")
@@ -1230,17 +1242,25 @@ def _run_slices(refs: list[CellRef], index: int, chunks: list[_Chunk]) -> tuple[
     ):
         # The oldest may be expired while a newer one is pinned: decide per reference.
         return _slices(TrajectoryColumn(refs), index, chunks)
-    starts = [i for i, ref in enumerate(refs) if not ref._offset]
-    if not starts or starts[0]:
-        starts.insert(0, 0)
-    starts.append(len(refs))
+    # Walk chunk by chunk: a complete chunk holds `length` rows, and the
+    # newest (open) chunk holds all references that remain.
+    total = len(refs)
     slices = []
-    for begin, end in zip(starts, starts[1:]):  # noqa: B905 - lengths differ by one
-        ref = refs[begin]
+    position = 0
+    ref = first
+    while True:
         chunk = ref._chunk
-        slices.append((chunk.key, ref._offset, end - begin))
+        start = ref._offset
+        take = total - position
+        if chunk.handle is not None and chunk.length - start < take:
+            take = chunk.length - start
+        slices.append((chunk.key, start, take))
         if chunk not in chunks:
             chunks.append(chunk)
+        position += take
+        if position >= total:
+            break
+        ref = refs[position]
     return slices, False
 
 
