@@ -13,7 +13,8 @@ kind="${1:-thread}"
 case "$kind" in
   thread)
     runtime=libtsan.so
-    tests=(tests/test_concurrency.py tests/test_rate_limiter.py tests/test_table.py)
+    tests=(tests/test_concurrency.py tests/test_rate_limiter.py tests/test_table.py
+           tests/test_trajectory_writer.py tests/test_api_server.py tests/test_api_client.py)
     export TSAN_OPTIONS="halt_on_error=1 report_signal_unsafe=0" ;;
   address)
     runtime=libasan.so
@@ -32,7 +33,7 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 python="$venv/bin/python"
 "$python" -m pip install --quiet --upgrade pip
-"$python" -m pip install --quiet "pybind11>=2.12" cmake ninja numpy pytest hypothesis
+"$python" -m pip install --quiet "pybind11>=2.12" cmake ninja numpy lz4 pytest hypothesis
 
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRESOUND_SANITIZE="$kind" \
   -DRESOUND_BUILD_PYTHON=ON -Dpybind11_DIR="$("$python" -m pybind11 --cmakedir)" \
@@ -41,7 +42,8 @@ cmake --build "$build" --target _core > /dev/null
 
 stage="$build/stage"
 rm -rf "$stage" && mkdir -p "$stage/resound"
-cp python/resound/*.py "$stage/resound/"
+cp -r python/resound/. "$stage/resound/"
+rm -f "$stage"/resound/_core*.so
 cp "$build"/_core*.so "$stage/resound/"
 
 # libstdc++ is preloaded too: the sanitizer must find the real __cxa_throw at

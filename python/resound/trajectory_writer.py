@@ -915,6 +915,9 @@ class TrajectoryWriter:
 
     def close(self) -> None:
         """Stops the writer without flushing: waiting items are dropped. Idempotent."""
+        self._close(wait_for_sender=True)
+
+    def _close(self, wait_for_sender: bool) -> None:
         if self._closed:
             return
         self._closed = True
@@ -924,7 +927,7 @@ class TrajectoryWriter:
             # may hold the send lock or the wake lock; it stops by itself.
             return
         self._wake_sender()
-        if sender is not None:
+        if sender is not None and wait_for_sender:
             sender.join()
         with self._send_lock:
             for item in self._pending:
@@ -941,8 +944,11 @@ class TrajectoryWriter:
             self.flush()
 
     def __del__(self) -> None:
+        # No join here: the garbage collector may run this anywhere, and joining
+        # a thread from a finalizer can block for good (seen under CPython
+        # 3.11.2). The woken sender sees the writer gone and stops by itself.
         with contextlib.suppress(Exception):  # the interpreter may be shutting down
-            self.close()
+            self._close(wait_for_sender=False)
 
     def __repr__(self) -> str:
         return (
