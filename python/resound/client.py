@@ -234,11 +234,13 @@ class Client:
             remaining -= len(batch)
             infos = _infos(batch)
             stacked = _stack(batch)
+            decoded: dict[int, np.ndarray] = {}  # each chunk decoded once per batch
             for index, info in enumerate(infos):
                 if stacked is not None:
                     columns = [column[index, ...] for column in stacked]
                 else:
-                    columns = _codec.gather_item(batch[index].trajectory, batch[index].chunks, {})
+                    item = batch[index]
+                    columns = _codec.gather_item(item.trajectory, item.chunks, decoded)
                 if emit_timesteps:
                     yield _timesteps(info, columns, signature)
                 else:
