@@ -122,9 +122,8 @@ class Client:
             raise ValueError(f"priorities must be a dict {{table: priority}}, got {priorities!r}")
         timeout = check_timeout(timeout)
         transport = self._transport
-        metas = {}
         for table, priority in priorities.items():
-            meta = metas[table] = transport.table_info_for_writer(table)
+            meta = transport.table_info_for_writer(table)
             _check_priority(priority, meta.prioritized, table)
         leaves = nest.flatten(data)
         if not leaves:
@@ -145,9 +144,7 @@ class Client:
             )
             columns.append(([(key, 0, 1)], False))
         for table, priority in priorities.items():
-            meta = metas[table]
-            if meta.flat_signature is not None:
-                _check_step_signature(meta, chunks)
+            # The table checks the item against its signature (in the core).
             transport.insert(table, [(draw(64), float(priority), columns)], timeout)
         del chunks  # the items hold the chunks from here on
 
@@ -386,28 +383,6 @@ def _check_priority(priority: Any, prioritized: bool, table: str) -> float:
             f"priority for table {table!r} must be >= 0 (Prioritized selector), got {value}"
         )
     return value
-
-
-def _check_step_signature(meta: Any, chunks: list[Any]) -> None:
-    from resound import specs
-
-    expected = meta.flat_signature
-    if len(chunks) != len(expected):
-        raise ValueError(
-            f"data has {len(chunks)} values but the signature of table {meta.name!r} has "
-            f"{len(expected)}"
-        )
-    for index, (chunk, spec) in enumerate(zip(chunks, expected, strict=False)):
-        dtype = np.dtype(chunk.dtype)
-        step = tuple(chunk.shape)
-        if not specs.dtypes_match(spec.dtype, dtype) or not (
-            specs.shapes_compatible(spec.shape, step)
-            or specs.shapes_compatible(spec.shape, (1, *step))
-        ):
-            raise ValueError(
-                f"value {index} of data ({dtype} {list(step)}) does not match the signature of "
-                f"table {meta.name!r}: {spec}"
-            )
 
 
 # While a caller may cancel, the rate limiter is waited for in slices this long.
