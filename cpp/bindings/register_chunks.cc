@@ -11,6 +11,7 @@
 #include "conversions.h"
 #include "register.h"
 #include "resound/chunk.h"
+#include "resound/column_chunker.h"
 #include "resound/chunk_store.h"
 #include "resound/errors.h"
 
@@ -41,6 +42,13 @@ class BufferView {
  private:
   Py_buffer view_{};
 };
+
+// Completing a chunk copies it; large ones are copied without the GIL.
+void ChunkerFinalize(ColumnChunker& chunker) {
+  std::optional<py::gil_scoped_release> release;
+  if (chunker.row_bytes() * static_cast<size_t>(chunker.open_rows()) > kKeepGilBelowBytes) release.emplace();
+  chunker.Finalize();
+}
 
 py::tuple ShapeTuple(std::span<const int64_t> shape) {
   py::tuple out(shape.size());
@@ -152,6 +160,52 @@ Example:
       .def("__len__", &ChunkStore::num_chunks)
       .def_property_readonly("memory_bytes", &ChunkStore::memory_bytes,
                              "Memory held by live chunks (payload plus bookkeeping).");
+
+  py::class_<ColumnChunker>(m, "ColumnChunker", R"doc(
+Builds the uncompressed chunks of one writer column in `store`: `append`
+copies a row into the open chunk (completing it at `max_chunk_length` rows)
+and returns the chunk's key. Complete chunks are kept alive while one of their
+rows is among the newest `keep_alive` rows; `ChunkStore.get(key)` finds them.
+
+Example:
+    >>> store = ChunkStore()
+    >>> chunker = ColumnChunker(store, "<f4", (3,), max_chunk_length=2, keep_alive=2)
+    >>> keys = [chunker.append(np.zeros(3, np.float32), 0, step) for step in range(5)]
+    >>> keys[0] == keys[1], chunker.open_rows, len(chunker), keys[0] in store
+    (True, 1, 1, False)
+)doc")
+      .def(py::init([](std::shared_ptr<ChunkStore> store, const std::string& dtype, std::vector<int64_t> shape,
+                       int64_t max_chunk_length, int64_t keep_alive) {
+             return std::make_unique<ColumnChunker>(std::move(store), DType::Parse(dtype), std::move(shape),
+                                                    max_chunk_length, keep_alive);
+           }),
+           py::arg("store"), py::arg("dtype"), py::arg("shape"), py::arg("max_chunk_length"),
+           py::arg("keep_alive"))
+      .def(
+          "append",
+          [](ColumnChunker& chunker, py::handle row, py::handle episode_id, int64_t step) {
+            const uint64_t episode = ToKey(episode_id, "episode_id");
+            BufferView view(row);
+            // As in ChunkStore.add: small copies keep the GIL.
+            std::optional<py::gil_scoped_release> release;
+            if (view.size() > kKeepGilBelowBytes) release.emplace();
+            return chunker.Append({static_cast<const std::byte*>(view.data()), view.size()}, episode, step);
+          },
+          py::arg("row"), py::arg("episode_id"), py::arg("step"),
+          "Copies one row (a C-contiguous buffer of one cell) and returns its chunk's key.")
+      .def("finalize", &ChunkerFinalize, "Completes the open chunk with the rows it has.")
+      .def(
+          "open_row",
+          [](const ColumnChunker& chunker, int64_t offset) {
+            const std::vector<std::byte> row = chunker.OpenRow(offset);
+            return py::bytes(reinterpret_cast<const char*>(row.data()), row.size());
+          },
+          py::arg("offset"), "The bytes of row `offset` of the open chunk.")
+      .def("clear", &ColumnChunker::Clear, "Drops open rows and kept chunks; rows count from 0 again.")
+      .def_property("keep_alive", &ColumnChunker::keep_alive, &ColumnChunker::SetKeepAlive)
+      .def_property("max_chunk_length", &ColumnChunker::max_chunk_length, &ColumnChunker::SetMaxChunkLength)
+      .def_property_readonly("open_rows", &ColumnChunker::open_rows)
+      .def("__len__", &ColumnChunker::num_kept, "Complete chunks kept alive.");
 }
 
 }  // namespace resound::bindings
