@@ -22,6 +22,7 @@ import pytest
 
 import resound
 from resound import TensorSpec, TrajectoryColumn, _codec, rate_limiters, selectors
+from resound.table import shared_chunk_store
 
 from conftest import SAFETY, Background, wait_until
 
@@ -603,6 +604,48 @@ def test_references_of_a_pending_item_stay_alive_until_it_is_inserted(serve):
     writer.flush(timeout_ms=int(SAFETY * 1000))
     assert ref.expired
     assert take(client, "q") == [[np.float32(1)]]
+
+
+def test_pending_items_keep_chunks_after_their_rows_leave_the_window(serve):
+    # Chunks of two steps, two steps kept alive: the item below references
+    # four steps across two chunks, one of them still open when it is made.
+    server, client = serve(queue(max_size=1))
+    writer = client.trajectory_writer(4, max_chunk_length=2)
+    fill_queue(writer, 1)  # fills the queue: the next item must wait
+    for i in range(1, 4):
+        writer.append({"x": np.float32(i)})
+    writer.create_item("q", 1.0, {"x": writer.history["x"][-4:]})  # steps 0-3
+    assert writer.num_pending_items == 1
+    for i in range(4, 20):  # far beyond keep-alive
+        writer.append({"x": np.float32(i)})
+    assert take(client, "q") == [[np.float32(0)]]
+    writer.flush(timeout_ms=int(SAFETY * 1000))
+    np.testing.assert_array_equal(take(client, "q")[0][0], [0, 1, 2, 3])
+
+
+def test_the_writer_keeps_only_the_chunks_its_references_reach(serve):
+    store = shared_chunk_store()
+    _, client = serve(queue())
+    writer = client.trajectory_writer(5, max_chunk_length=2)
+    refs = [writer.append({"x": np.float32(i)})["x"] for i in range(12)]
+
+    def stored(steps: range) -> list[bool]:
+        return [refs[step]._chunk.key in store for step in steps]
+
+    # Steps 7-11 are alive, in chunks [6, 7], [8, 9], [10, 11]; older ones are gone.
+    assert [ref.expired for ref in refs] == [True] * 7 + [False] * 5
+    assert stored(range(12)) == [False] * 6 + [True] * 6
+    assert [float(ref.numpy()) for ref in refs[7:]] == [7, 8, 9, 10, 11]
+    refs.append(writer.append({"x": np.float32(12)})["x"])  # in an open chunk
+    assert stored(range(12, 13)) == [False] and float(refs[12].numpy()) == 12
+    writer.end_episode(clear_buffers=False)  # completes [12] as a one-step chunk
+    assert stored(range(6, 13)) == [False, False] + [True] * 5  # [6, 7] has no live row
+    writer.configure(("x",), num_keep_alive_refs=1, max_chunk_length=1)
+    assert stored(range(8, 13)) == [False] * 4 + [True] and refs[11].expired
+    refs.append(writer.append({"x": np.float32(0)})["x"])
+    assert stored(range(12, 14)) == [False, True]
+    writer.end_episode()
+    assert stored(range(13, 14)) == [False]
 
 
 def test_a_column_may_mix_references_of_like_columns(serve):

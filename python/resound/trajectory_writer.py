@@ -115,7 +115,12 @@ def _dtype_name(dtype: np.dtype) -> str:
 
 
 class _Chunk:
-    """A chunk being built (``handle`` None) or complete (``handle`` set)."""
+    """A chunk being built (``length`` 0) or complete (``length`` rows).
+
+    ``handle`` keeps a complete chunk alive. Chunks of a core-chunked column
+    have none at first (the column's chunker keeps them while their rows may
+    be referenced); ``keep_alive`` fetches one when an item needs the chunk
+    for longer."""
 
     __slots__ = (
         "column",
@@ -139,11 +144,24 @@ class _Chunk:
         self.pins = 0  # items waiting in the writer that reference this chunk
 
     def row(self, offset: int) -> np.ndarray:
-        if self.handle is None:
+        if not self.length:
             return np.array(self.column.open_row(offset))
         if self.decoded is None:
+            if self.handle is None:
+                # Kept by the column's chunker: read it without holding it
+                # (a reference the user keeps must not keep the chunk).
+                chunk = self.column.writer._transport.get_chunk(self.key)
+                return np.array(_codec.decode_chunk(chunk)[offset])
             self.decoded = _codec.decode_chunk(self.handle)
         return np.array(self.decoded[offset])
+
+    def keep_alive(self) -> Any:
+        """The complete chunk's handle, fetched from the store if the column's
+        ring keeps it (the chunk must still be alive: a live reference or a
+        pin guarantees it)."""
+        if self.handle is None:
+            self.handle = self.column.writer._transport.get_chunk(self.key)
+        return self.handle
 
 
 class CellRef:
@@ -151,12 +169,14 @@ class CellRef:
 
     __slots__ = ("_chunk", "_column", "_generation", "_offset", "_seq")
 
-    def __init__(self, column: _Column, chunk: _Chunk, offset: int, seq: int) -> None:
+    def __init__(
+        self, column: _Column, chunk: _Chunk, offset: int, seq: int, generation: int
+    ) -> None:
         self._column = column
         self._chunk = chunk
         self._offset = offset
         self._seq = seq
-        self._generation = column.generation
+        self._generation = generation
 
     @property
     def expired(self) -> bool:
@@ -188,7 +208,13 @@ class CellRef:
 
 
 class _Column:
-    """One column's chunker and history."""
+    """One column's chunker and history.
+
+    Uncompressed numeric columns (the default) are chunked by the core's
+    ColumnChunker, which also keeps their complete chunks alive while a row
+    is in the keep-alive window. Strings and compressed or delta-encoded
+    columns are chunked here, and their chunks hold their store handles.
+    """
 
     def __init__(
         self,
@@ -209,21 +235,31 @@ class _Column:
         self.keep_alive = keep_alive
         self.max_chunk_length = max_chunk_length
         self.typestr = self.dtype.str
-        self.store_add = writer._transport.add_chunk
-        self.direct = False
-        self._update_direct()
         self.count = 0  # values appended since the last reset
         self.generation = 0
         self.open: _Chunk | None = None
         self.open_length = 0
+        plain = (
+            not self.is_string
+            and writer._compression == "none"
+            and not (writer._delta_encoded and self.dtype.kind in "iu" and len(self.shape) >= 1)
+        )
+        self.chunker: Any = (
+            writer._transport.column_chunker(self.typestr, self.shape, max_chunk_length, keep_alive)
+            if plain
+            else None
+        )
         self.buffer: Any = (
-            None if self.is_string else np.empty((max_chunk_length, *self.shape), self.dtype)
+            None
+            if self.is_string or plain
+            else np.empty((max_chunk_length, *self.shape), self.dtype)
         )
         self.string_rows: list[np.ndarray] = []
         # History: the newest entries (CellRef or None), and how many older
         # entries were dropped, so positions count from the episode start.
         self.history: collections.deque[CellRef | None] = collections.deque(maxlen=history_size)
         self.history_dropped = 0
+        self.history_nones = 0  # None entries in `history`: none lets slices skip the scan
 
     # --- chunker
 
@@ -240,8 +276,40 @@ class _Column:
                 f"Tensor of incompatible shape provided for column {self.path!r}. Got "
                 f"{list(array.shape)} which is incompatible with {list(self.shape)}."
             )
-        if self.direct:
-            return self._add_direct(array, step)
+        chunker = self.chunker
+        if chunker is None:
+            return self._add_here(array, step)
+        # The hottest path of the writer: kept inline.
+        writer = self.writer
+        try:
+            key = chunker.append(array, writer._episode_id, step)
+        except ValueError:
+            if array.flags.c_contiguous:
+                raise
+            # The core copies C-contiguous buffers only (slices, Fortran order).
+            key = chunker.append(np.ascontiguousarray(array), writer._episode_id, step)
+        seq = self.count
+        self.count = seq + 1
+        chunk = self.open
+        if chunk is None:
+            chunk = _Chunk(self, key, step)
+            offset = 0
+        else:
+            offset = self.open_length
+        chunk.end_step = step
+        ref = CellRef(self, chunk, offset, seq, self.generation)
+        if offset + 1 < self.max_chunk_length:
+            self.open = chunk
+            self.open_length = offset + 1
+            return ref
+        # The chunker completed the chunk.
+        self.open = None
+        self.open_length = 0
+        self._completed(chunk, offset + 1)
+        return ref
+
+    def _add_here(self, array: np.ndarray, step: int) -> CellRef:
+        """add() for columns chunked here (strings, compression)."""
         chunk = self.open
         if chunk is None:
             chunk = self.open = _Chunk(self, self.writer._draw_key(), step)
@@ -249,17 +317,25 @@ class _Column:
         offset = self.open_length
         if self.is_string:
             self.string_rows.append(np.array(array))  # a copy: the caller may reuse it
-        elif self.max_chunk_length > 1:
-            self.buffer[offset] = array
         else:
-            self.buffer = array  # a one-step chunk is copied by the store as is
+            self.buffer[offset] = array
         self.open_length = offset + 1
         chunk.end_step = step
-        ref = CellRef(self, chunk, offset, self.count)
+        ref = CellRef(self, chunk, offset, self.count, self.generation)
         self.count += 1
         if self.open_length >= self.max_chunk_length:
             self.finalize()
         return ref
+
+    def _completed(self, chunk: _Chunk, length: int) -> None:
+        chunk.length = length
+        if chunk.pins and chunk.handle is None:
+            # Items waiting in the writer use it: hold it for them, as the
+            # chunker lets go of it once its rows leave the keep-alive window.
+            chunk.keep_alive()
+        writer = self.writer
+        if writer._pending:
+            writer._chunk_completed()
 
     def _convert_other_dtype(self, array: np.ndarray) -> np.ndarray:
         """``array`` as this column's dtype if it is an object array of strings
@@ -276,38 +352,10 @@ class _Column:
             f"{_dtype_name(array.dtype)} but expected {_dtype_name(self.dtype)}."
         )
 
-    def _add_direct(self, array: np.ndarray, step: int) -> CellRef:
-        """One-step chunks of plain numeric data go to the store at once: the
-        store's copy is the only one made."""
-        writer = self.writer
-        chunk = _Chunk(self, writer._draw_key(), step)
-        # Positional arguments: keyword arguments cost more than the copy.
-        try:
-            chunk.handle = self.store_add(
-                chunk.key,
-                array,
-                self.typestr,
-                self.shape,
-                1,
-                "none",
-                False,
-                writer._episode_id,
-                step,
-                step,
-            )
-        except ValueError:
-            if array.flags.c_contiguous:
-                raise
-            # The store copies C-contiguous buffers only (slices, Fortran order).
-            return self._add_direct(np.ascontiguousarray(array), step)
-        chunk.length = 1
-        ref = CellRef(self, chunk, 0, self.count)
-        self.count += 1
-        if writer._pending:
-            writer._chunk_completed()
-        return ref
-
     def open_row(self, offset: int) -> np.ndarray:
+        if self.chunker is not None:
+            row = np.frombuffer(self.chunker.open_row(offset), self.dtype)
+            return row.reshape(self.shape)
         return self.string_rows[offset] if self.is_string else self.buffer[offset]
 
     def finalize(self) -> None:
@@ -316,33 +364,31 @@ class _Column:
         if chunk is None:
             return
         length = self.open_length
-        if self.is_string:
-            rows = np.stack(self.string_rows)
-            self.string_rows = []
-        elif self.max_chunk_length > 1:
-            rows = self.buffer[:length]
+        if self.chunker is not None:
+            self.chunker.finalize()
         else:
-            rows = self.buffer.reshape(1, *self.shape)
-        writer = self.writer
-        payload, delta = _codec.encode_rows(rows, writer._compression, writer._delta_encoded)
-        chunk.handle = writer._transport.add_chunk(
-            chunk.key,
-            payload,
-            rows.dtype.str,
-            self.shape,
-            length,
-            compression=writer._compression,
-            delta_encoded=delta,
-            episode_id=writer._episode_id,
-            start_step=chunk.start_step,
-            end_step=chunk.end_step,
-        )
-        chunk.length = length
+            if self.is_string:
+                rows = np.stack(self.string_rows)
+                self.string_rows = []
+            else:
+                rows = self.buffer[:length]
+            writer = self.writer
+            payload, delta = _codec.encode_rows(rows, writer._compression, writer._delta_encoded)
+            chunk.handle = writer._transport.add_chunk(
+                chunk.key,
+                payload,
+                rows.dtype.str,
+                self.shape,
+                length,
+                compression=writer._compression,
+                delta_encoded=delta,
+                episode_id=writer._episode_id,
+                start_step=chunk.start_step,
+                end_step=chunk.end_step,
+            )
         self.open = None
         self.open_length = 0
-        if self.max_chunk_length == 1:
-            self.buffer = None
-        writer._chunk_completed()
+        self._completed(chunk, length)
 
     def reset(self) -> None:
         """Drops the open chunk and expires every reference (new episode)."""
@@ -351,15 +397,8 @@ class _Column:
         self.string_rows = []
         self.count = 0
         self.generation += 1
-
-    def _update_direct(self) -> None:
-        writer = self.writer
-        self.direct = (
-            self.max_chunk_length == 1
-            and not self.is_string
-            and writer._compression == "none"
-            and not (writer._delta_encoded and self.dtype.kind in "iu" and len(self.shape) >= 1)
-        )
+        if self.chunker is not None:
+            self.chunker.clear()
 
     def reconfigure(self, keep_alive: int, max_chunk_length: int) -> None:
         if self.open is not None:
@@ -367,11 +406,12 @@ class _Column:
                 f"Flush must be called before ApplyConfig: column {self.path!r} has an open chunk"
             )
         self.keep_alive = keep_alive
-        if max_chunk_length != self.max_chunk_length:
-            self.max_chunk_length = max_chunk_length
-            if not self.is_string:
-                self.buffer = np.empty((max_chunk_length, *self.shape), self.dtype)
-            self._update_direct()
+        self.max_chunk_length = max_chunk_length
+        if self.chunker is not None:
+            self.chunker.keep_alive = keep_alive
+            self.chunker.max_chunk_length = max_chunk_length
+        elif not self.is_string and len(self.buffer) != max_chunk_length:
+            self.buffer = np.empty((max_chunk_length, *self.shape), self.dtype)
 
     # --- history
 
@@ -382,7 +422,11 @@ class _Column:
         history = self.history
         if len(history) == history.maxlen:
             self.history_dropped += 1
+            if history[0] is None:
+                self.history_nones -= 1
         history.append(entry)
+        if entry is None:
+            self.history_nones += 1
 
     def history_at(self, position: int) -> CellRef | None:
         index = position - self.history_dropped
@@ -391,6 +435,7 @@ class _Column:
     def clear_history(self) -> None:
         self.history.clear()
         self.history_dropped = 0
+        self.history_nones = 0
 
 
 class TrajectoryColumn:
@@ -499,6 +544,9 @@ class TrajectoryColumn:
         )
 
 
+_new_trajectory_column = object.__new__
+
+
 class _ColumnHistory:
     """All steps of one column since the episode began; older than the
     keep-alive window read as None."""
@@ -523,21 +571,34 @@ class _ColumnHistory:
 
     def __getitem__(self, index: Any) -> TrajectoryColumn:
         column = self._column
+        if index.__class__ is int and index == -1:
+            # The hot path of single steps: history['x'][-1].
+            history = column.history
+            if history:
+                ref = history[-1]
+                if ref is not None:
+                    single = _new_trajectory_column(TrajectoryColumn)
+                    single._refs = [ref]
+                    single._squeeze = True
+                    single._path = self._path
+                    single._contiguous = True
+                    return single
         if type(index) is slice:  # the hot path of sequences: history['x'][-10:]
-            start, stop, step = index.indices(column.history_length())
             dropped = column.history_dropped
+            start, stop, step = index.indices(dropped + len(column.history))
             if step == 1 and dropped <= start < stop:
                 # Consecutive steps still in the history: one C-level copy.
                 refs = list(itertools.islice(column.history, start - dropped, stop - dropped))
-                if None not in refs:
-                    return TrajectoryColumn._run(refs, self._path)
+                if not column.history_nones or None not in refs:
+                    run = _new_trajectory_column(TrajectoryColumn)
+                    run._refs = refs
+                    run._squeeze = False
+                    run._path = self._path
+                    run._contiguous = True
+                    return run
             positions = range(start, stop, step)
             return TrajectoryColumn([column.history_at(p) for p in positions], path=self._path)
         if isinstance(index, (int, np.integer)) and not isinstance(index, bool):
-            # The hot path of single steps: history['x'][-1].
-            history = column.history
-            if index == -1 and history:
-                return TrajectoryColumn._single(history[-1], self._path)
             return TrajectoryColumn._single(self._entry(int(index)), self._path)
         if isinstance(index, (list, tuple, np.ndarray)):
             return TrajectoryColumn([self._entry(int(p)) for p in index], path=self._path)
@@ -631,6 +692,9 @@ class TrajectoryWriter:
     @property
     def history(self) -> Any:
         """The appended structure with a column history at each leaf."""
+        history = self._history
+        if history is not None:
+            return history
         if self._structure is None:
             raise RuntimeError(
                 "history cannot be accessed before `append` is called at least once."
@@ -685,7 +749,15 @@ class TrajectoryWriter:
                     for key, column in zip(fast_keys, self._fast_columns, strict=True):
                         value = data[key]
                         ref = refs[key] = None if value is None else column.add(value, step)
-                        column.push_history(ref)
+                        # column.push_history(ref), inline:
+                        history = column.history
+                        if len(history) == history.maxlen:
+                            column.history_dropped += 1
+                            if history[0] is None:
+                                column.history_nones -= 1
+                        history.append(ref)
+                        if ref is None:
+                            column.history_nones += 1
                 except BaseException:
                     self._keep_step_open()
                     raise
@@ -728,6 +800,7 @@ class TrajectoryWriter:
             )
         ref = column.add(value, step)
         column.history[-1] = ref
+        column.history_nones -= 1
         return ref
 
     def _append_general(self, data: Any, step: int) -> Any:
@@ -790,6 +863,7 @@ class TrajectoryWriter:
         kept = min(self._steps_in_history, self._history_size)
         column.history.extend([None] * kept)
         column.history_dropped = self._steps_in_history - kept
+        column.history_nones = kept
         self._columns[path] = column
         self._column_list.append(column)
         return column
@@ -859,11 +933,15 @@ class TrajectoryWriter:
             self._check_signature(table, leaves)
         request = (self._draw_key(), priority, columns)
         pending = self._pending
-        if not pending and self._sender is None and _all_complete(chunks):
+        complete = _all_complete(chunks)
+        if complete and not pending and self._sender is None:
             # The common case: nothing waits and no sender thread runs, so
             # this thread may insert right away, without queueing.
             try:
-                self._transport.insert(table, [request], 0.0)
+                if meta is None:
+                    self._transport.insert(table, [request], 0.0)
+                else:
+                    meta.insert_batch([request], 0.0)
                 return
             except DeadlineExceededError:
                 pass  # rate limited: queue it; the sender thread takes over
@@ -872,8 +950,13 @@ class TrajectoryWriter:
                 raise
         for chunk in chunks:
             chunk.pins += 1
+            if chunk.length and chunk.handle is None:
+                chunk.keep_alive()  # its chunker may let go of it while the item waits
         pending.append(_PendingItem(table, request, chunks))
-        if pending[0].ready():
+        # Only a new front item can make the queue sendable here: an item
+        # behind others waits for them (the front is sent as soon as its
+        # chunks complete, or by the sender thread if rate limited).
+        if complete and len(pending) == 1:
             self._send_now()
 
     def flush(self, block_until_num_items: int = 0, timeout_ms: int | None = None) -> None:
@@ -1058,8 +1141,11 @@ class TrajectoryWriter:
         limit = min(self._batch_limit, len(pending) - keep)
         batch = []
         for item in pending:
-            if len(batch) >= limit or item.table != table or not item.ready():
+            if len(batch) >= limit or item.table != table:
                 break
+            for chunk in item.chunks:  # item.ready(), inline: a hot loop
+                if not chunk.length:
+                    return table, batch
             batch.append(item)
         return table, batch
 
@@ -1110,7 +1196,7 @@ class TrajectoryWriter:
         pending = list(self._pending)
         for item in pending[: max(0, len(pending) - keep)]:
             for chunk in item.chunks:
-                if chunk.handle is None:
+                if not chunk.length:
                     chunk.column.finalize()
         while len(self._pending) > keep:
             if deadline is not None and deadline <= time.monotonic():
@@ -1230,7 +1316,7 @@ def _close_writers_at_exit() -> None:
 def _all_complete(chunks: list[_Chunk]) -> bool:
     # A plain loop: all() over a generator costs more on this hot path.
     for chunk in chunks:  # noqa: SIM110
-        if chunk.handle is None:
+        if not chunk.length:
             return False
     return True
 
@@ -1258,7 +1344,7 @@ def _run_slices(refs: list[CellRef], index: int, chunks: list[_Chunk]) -> tuple[
         chunk = ref._chunk
         start = ref._offset
         take = total - position
-        if chunk.handle is not None and chunk.length - start < take:
+        if chunk.length and chunk.length - start < take:
             take = chunk.length - start
         slices.append((chunk.key, start, take))
         if chunk not in chunks:

@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from resound import _core
 from resound.errors import DeadlineExceededError
 from resound.table import shared_chunk_store
 from resound.table_info import TableInfo
@@ -42,6 +43,10 @@ class TableMeta:
     prioritized: bool
     signature: Any
     flat_signature: list[TensorSpec] | None
+    # insert_batch(requests, timeout) inserts (key, priority, trajectory)
+    # triples, waiting at most `timeout` (<= 0.1 s) seconds for the rate
+    # limiter; it is the table's own core call, for writers' hot path.
+    insert_batch: Any
 
 
 class EmbeddedTransport:
@@ -55,7 +60,18 @@ class EmbeddedTransport:
         # copies the payload into a new chunk and returns its handle. It is
         # the store's own method: writers call it once per chunk.
         self.add_chunk = self._store.add
+        # get_chunk(key) -> the live chunk's handle (KeyError if gone).
+        self.get_chunk = self._store.get
         self._inserts: dict[str, Any] = {}
+
+    def column_chunker(
+        self, dtype: str, shape: tuple[int, ...], max_chunk_length: int, keep_alive: int
+    ) -> Any:
+        """A writer column's chunker for uncompressed numeric rows: ``append(row,
+        episode_id, step)`` returns the row's chunk key; complete chunks go to
+        the store and stay alive while a row is in the keep-alive window (see
+        ``resound._core.ColumnChunker``)."""
+        return _core.ColumnChunker(self._store, dtype, shape, max_chunk_length, keep_alive)
 
     @property
     def server(self) -> Server:
@@ -66,7 +82,10 @@ class EmbeddedTransport:
 
     def table_info_for_writer(self, name: str) -> TableMeta:
         table = self._table(name)
-        return TableMeta(name, table._prioritized, table.signature, table._flat_signature)
+        core = table._core
+        return TableMeta(
+            name, table._prioritized, table.signature, table._flat_signature, core.insert_batch
+        )
 
     def insert(self, table: str, requests: list[Any], timeout: float | None) -> int:
         """Inserts (key, priority, trajectory) triples in order; returns how
