@@ -110,6 +110,9 @@ class Table {
  private:
   struct Entry {
     std::shared_ptr<const Item> item;
+    // The item's key, also here: moving the last entry into a freed slot
+    // then updates the key index without touching the (cold) item.
+    uint64_t key = 0;
     double priority = 0.0;
     int64_t inserted_at_ns = 0;
     uint64_t sequence = 0;  // insertion order

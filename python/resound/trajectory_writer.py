@@ -66,6 +66,11 @@ _WAIT_SLICE_SECONDS = 0.1
 _SENDER_IDLE_SECONDS = 1.0
 
 
+# object.__new__: the hot paths build slotted objects field by field, which
+# costs about half of a call to their __init__.
+_new = object.__new__
+
+
 def _random_source() -> random.Random:
     # Seeded from the OS so that forked processes draw different keys.
     return random.Random(os.urandom(16))
@@ -292,12 +297,26 @@ class _Column:
         self.count = seq + 1
         chunk = self.open
         if chunk is None:
-            chunk = _Chunk(self, key, step)
+            # _Chunk(self, key, step), inline (see _new).
+            chunk = _new(_Chunk)
+            chunk.column = self
+            chunk.key = key
+            chunk.start_step = step
+            chunk.handle = None
+            chunk.length = 0
+            chunk.decoded = None
+            chunk.pins = 0
             offset = 0
         else:
             offset = self.open_length
         chunk.end_step = step
-        ref = CellRef(self, chunk, offset, seq, self.generation)
+        # CellRef(self, chunk, offset, seq, self.generation), inline.
+        ref = _new(CellRef)
+        ref._column = self
+        ref._chunk = chunk
+        ref._offset = offset
+        ref._seq = seq
+        ref._generation = self.generation
         if offset + 1 < self.max_chunk_length:
             self.open = chunk
             self.open_length = offset + 1
@@ -305,7 +324,9 @@ class _Column:
         # The chunker completed the chunk.
         self.open = None
         self.open_length = 0
-        self._completed(chunk, offset + 1)
+        chunk.length = offset + 1
+        if chunk.pins or writer._pending:
+            self._completed(chunk, offset + 1)
         return ref
 
     def _add_here(self, array: np.ndarray, step: int) -> CellRef:
@@ -544,9 +565,6 @@ class TrajectoryColumn:
         )
 
 
-_new_trajectory_column = object.__new__
-
-
 class _ColumnHistory:
     """All steps of one column since the episode began; older than the
     keep-alive window read as None."""
@@ -577,7 +595,7 @@ class _ColumnHistory:
             if history:
                 ref = history[-1]
                 if ref is not None:
-                    single = _new_trajectory_column(TrajectoryColumn)
+                    single = _new(TrajectoryColumn)
                     single._refs = [ref]
                     single._squeeze = True
                     single._path = self._path
@@ -590,7 +608,7 @@ class _ColumnHistory:
                 # Consecutive steps still in the history: one C-level copy.
                 refs = list(itertools.islice(column.history, start - dropped, stop - dropped))
                 if not column.history_nones or None not in refs:
-                    run = _new_trajectory_column(TrajectoryColumn)
+                    run = _new(TrajectoryColumn)
                     run._refs = refs
                     run._squeeze = False
                     run._path = self._path
@@ -933,7 +951,11 @@ class TrajectoryWriter:
             self._check_signature(table, leaves)
         request = (self._draw_key(), priority, columns)
         pending = self._pending
-        complete = _all_complete(chunks)
+        complete = True
+        for chunk in chunks:  # _all_complete(chunks), inline
+            if not chunk.length:
+                complete = False
+                break
         if complete and not pending and self._sender is None:
             # The common case: nothing waits and no sender thread runs, so
             # this thread may insert right away, without queueing.
@@ -952,7 +974,11 @@ class TrajectoryWriter:
             chunk.pins += 1
             if chunk.length and chunk.handle is None:
                 chunk.keep_alive()  # its chunker may let go of it while the item waits
-        pending.append(_PendingItem(table, request, chunks))
+        item = _new(_PendingItem)  # _PendingItem(table, request, chunks), inline
+        item.table = table
+        item.request = request
+        item.chunks = chunks
+        pending.append(item)
         # Only a new front item can make the queue sendable here: an item
         # behind others waits for them (the front is sent as soon as its
         # chunks complete, or by the sender thread if rate limited).
