@@ -71,6 +71,9 @@ _SENDER_IDLE_SECONDS = 1.0
 _new = object.__new__
 
 
+_INF = math.inf
+
+
 def _random_source() -> random.Random:
     # Seeded from the OS so that forked processes draw different keys.
     return random.Random(os.urandom(16))
@@ -693,7 +696,8 @@ class TrajectoryWriter:
         self._structure: Any = None
         self._history: Any = None
         self._fast_keys: tuple[Any, ...] | None = None
-        self._fast_columns: list[_Column | None] = []
+        # The column of each key of _fast_keys (zip() costs more than a lookup).
+        self._fast_columns: dict[Any, _Column | None] = {}
         self._tables: dict[str, Any] = {}
         self._pending: collections.deque[_PendingItem] = collections.deque()
         self._send_lock = threading.Lock()
@@ -757,15 +761,17 @@ class TrajectoryWriter:
         if type(data) is dict and fast_keys is not None and tuple(data) == fast_keys:
             refs = {}
             if self._step_open:
-                for key, column in zip(fast_keys, self._fast_columns, strict=True):
-                    value = data[key]
+                fast_columns = self._fast_columns
+                for key, value in data.items():
+                    column = fast_columns[key]
                     refs[key] = None if value is None else self._add(column, value, step)
             else:
                 # A new step holding every column: record each value directly.
                 self._steps_in_history += 1
                 try:
-                    for key, column in zip(fast_keys, self._fast_columns, strict=True):
-                        value = data[key]
+                    fast_columns = self._fast_columns
+                    for key, value in data.items():
+                        column = fast_columns[key]
                         ref = refs[key] = None if value is None else column.add(value, step)
                         # column.push_history(ref), inline:
                         history = column.history
@@ -855,8 +861,8 @@ class TrajectoryWriter:
             and len(flat) == len(data)
         ):
             self._fast_keys = tuple(data)
-            self._fast_columns = [self._columns.get((key,)) for key in data]
-            if any(column is None for column in self._fast_columns) or len(
+            self._fast_columns = {key: self._columns.get((key,)) for key in data}
+            if any(column is None for column in self._fast_columns.values()) or len(
                 self._fast_columns
             ) != len(self._column_list):
                 self._fast_keys = None
@@ -918,12 +924,14 @@ class TrajectoryWriter:
         if not leaves:
             raise ValueError("trajectory must not be empty.")
         meta = self._tables.get(table)
-        if meta is None or type(priority) is not float or not 0.0 <= priority < math.inf:
+        if meta is None or type(priority) is not float or not 0.0 <= priority < _INF:
             priority = self._check_item_priority(table, priority)
             meta = self._tables.get(table)
         columns = []
         chunks: list[_Chunk] = []
-        for index, leaf in enumerate(leaves):
+        index = -1
+        for leaf in leaves:  # a counter: enumerate() costs more on this hot path
+            index += 1
             if type(leaf) is not TrajectoryColumn:
                 raise TypeError(
                     f"trajectory leaves must be TrajectoryColumn (from writer.history), got "
@@ -933,9 +941,10 @@ class TrajectoryWriter:
             if len(refs) == 1:  # one step: no runs to find
                 ref = refs[0]
                 chunk = ref._chunk
+                column = ref._column
                 if not chunk.pins and (
-                    ref._generation != ref._column.generation
-                    or ref._seq < ref._column.count - ref._column.keep_alive
+                    ref._generation != column.generation
+                    or ref._seq < column.count - column.keep_alive
                 ):
                     raise ValueError(f"Error in column {index}: Column contains expired CellRef.")
                 if chunk not in chunks:
