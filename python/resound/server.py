@@ -1,9 +1,13 @@
 """``resound.Server``: hosts tables for clients.
 
-``Server(tables)`` hosts the tables under an address ``localhost:<port>``
-(Reverb's behaviour); ``Server(tables, listen=False)`` is the embedded mode:
-no socket at all, only in-process clients, which call the C++ core directly.
-A ``Client`` given the address of a server in the same process also takes the
+``Server(tables)`` serves the tables over gRPC on ``127.0.0.1:<port>``:
+clients in other processes reach it with ``Client('localhost:<port>')``.
+Only this machine can connect unless ``host`` says otherwise: serving other
+hosts (``host='0.0.0.0'`` or an interface's address) is an explicit choice,
+and the service has no authentication of its own (yet), so do it on trusted
+networks only. ``Server(tables, listen=False)`` is the embedded mode: no
+socket at all, only in-process clients, which call the C++ core directly. A
+``Client`` given the address of a server in the same process also takes the
 in-process path.
 
 Example:
@@ -22,6 +26,7 @@ import socket
 import threading
 import weakref
 from collections.abc import Sequence
+from concurrent import futures
 from typing import TYPE_CHECKING, Any
 
 from resound.table import Table
@@ -54,11 +59,14 @@ def find_local_server(address: str) -> Server | None:
     return server if server is not None and server.running else None
 
 
-def _pick_free_port() -> int:
-    # Asks the OS for a free port; the socket is closed again at once.
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+# Threads serving calls: each open insert or sample stream holds one while it
+# lasts, so this bounds the concurrent streams (more wait for a thread).
+_MAX_WORKERS = 64
+_STOP_GRACE_SECONDS = 1.0
+
+
+def _bind_address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
 
 
 class Server:
@@ -71,6 +79,8 @@ class Server:
       checkpointer: restores state at start and writes checkpoints (not yet
         supported: must be None).
       listen: False for the embedded mode (no socket, in-process clients only).
+      host: the interface to serve on; the default (loopback) admits only
+        this machine. ``'0.0.0.0'`` or ``'::'`` serves every interface.
     """
 
     def __init__(
@@ -80,6 +90,7 @@ class Server:
         checkpointer: Any = None,
         *,
         listen: bool = True,
+        host: str = "127.0.0.1",
     ) -> None:
         if not tables:
             raise ValueError("At least one table must be provided")
@@ -99,15 +110,41 @@ class Server:
             raise ValueError(f"port must be an int in [1, 65535] or None, got {port!r}")
         if port is not None and not 0 < port < 65536:
             raise ValueError(f"port must be an int in [1, 65535] or None, got {port!r}")
+        if not isinstance(host, str) or not host:
+            raise ValueError(f"host must be a nonempty str such as '127.0.0.1', got {host!r}")
         self._tables = {table.name: table for table in tables}
         self._stopped = threading.Event()
         self._port: int | None = None
+        self._grpc: Any = None
         if listen:
-            self._port = port if port is not None else _pick_free_port()
+            self._port = self._serve(host, 0 if port is None else port)
             with _registry_lock:
-                if self._port in _servers_by_port and _servers_by_port[self._port].running:
-                    raise ValueError(f"port {self._port} is already served by this process")
                 _servers_by_port[self._port] = self
+
+    def _serve(self, host: str, port: int) -> int:
+        import grpc
+
+        from resound._service.servicer import ReplayServicer
+        from resound._transport.remote import CHANNEL_OPTIONS
+
+        server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=_MAX_WORKERS, thread_name_prefix="resound"),
+            handlers=[ReplayServicer(self).handler()],
+            # A port another server holds is an error, not a shared port.
+            options=[*CHANNEL_OPTIONS, ("grpc.so_reuseport", 0)],
+        )
+        try:
+            bound = server.add_insecure_port(_bind_address(host, port))
+        except RuntimeError:  # grpcio >= 1.63 raises instead of returning 0
+            bound = 0
+        if bound == 0:
+            raise ValueError(
+                f"cannot serve on {host}:{port}: port {port} is already in use (by this or "
+                f"another process), or host {host!r} is not an address of this machine"
+            )
+        server.start()
+        self._grpc = server
+        return bound
 
     @property
     def port(self) -> int | None:
@@ -157,6 +194,12 @@ class Server:
         self._stopped.set()
         for table in self._tables.values():
             table._core.close()
+        if self._grpc is not None:
+            # The grace lets handlers end their calls with CANCELLED ("the
+            # server stopped", which clients do not retry): those blocked in
+            # a table woke up when it closed, idle streams notice within a
+            # wait slice. Calls still running after it are cut off.
+            self._grpc.stop(grace=_STOP_GRACE_SECONDS).wait()
         if self._port is not None:
             with _registry_lock:
                 if _servers_by_port.get(self._port) is self:

@@ -1,0 +1,349 @@
+"""The server side of the Replay service: requests in, core calls out.
+
+Every request is validated before it reaches a table (unknown tables, chunk
+metadata, slices, priorities, signatures — the core checks what it stores)
+and answered with a status code and a message; a bad request never changes a
+table. Waits for rate limiters run in the core without the GIL, in slices, so
+a handler notices a cancelled call or a stopped server within a slice.
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+import threading
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import grpc
+
+from resound import _core, _proto
+from resound._service import wire
+from resound.errors import CancelledError, DeadlineExceededError, NotFoundError
+from resound.table import shared_chunk_store
+
+if TYPE_CHECKING:
+    from resound.server import Server
+
+__all__ = ["ReplayServicer"]
+
+# The longest single wait in the core before a handler looks again whether
+# its call is still wanted.
+_WAIT_SLICE_SECONDS = 0.1
+# Sample responses are cut at about this many payload bytes: gRPC messages
+# must stay below the channel's limit, and smaller ones stream sooner.
+_RESPONSE_BYTES = 16 << 20
+
+
+class _StatusError(Exception):
+    """Ends a call with a status (raised inside handlers, turned into
+    context.abort at their top)."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _status_of(error: BaseException) -> tuple[grpc.StatusCode, str]:
+    if isinstance(error, _StatusError):
+        return error.code, str(error)
+    if isinstance(error, NotFoundError):
+        return grpc.StatusCode.NOT_FOUND, str(error)
+    if isinstance(error, DeadlineExceededError):
+        return grpc.StatusCode.DEADLINE_EXCEEDED, str(error)
+    if isinstance(error, CancelledError):
+        return grpc.StatusCode.CANCELLED, str(error)
+    if isinstance(error, (ValueError, TypeError, OverflowError)):
+        return grpc.StatusCode.INVALID_ARGUMENT, str(error)
+    return grpc.StatusCode.INTERNAL, f"{type(error).__name__}: {error}"
+
+
+class ReplayServicer:
+    """Serves one Server's tables; ``handler()`` plugs it into a grpc.Server."""
+
+    def __init__(self, server: Server) -> None:
+        self._server = server
+        self._store = shared_chunk_store()
+
+    def handler(self) -> grpc.GenericRpcHandler:
+        P = _proto  # noqa: N806
+        return grpc.method_handlers_generic_handler(
+            P.SERVICE,
+            {
+                "Insert": grpc.stream_stream_rpc_method_handler(
+                    self._guard_stream(self.insert),
+                    request_deserializer=P.InsertRequest.FromString,
+                    response_serializer=P.InsertResponse.SerializeToString,
+                ),
+                "Sample": grpc.unary_stream_rpc_method_handler(
+                    self._guard_stream(self.sample),
+                    request_deserializer=P.SampleRequest.FromString,
+                    response_serializer=P.SampleResponse.SerializeToString,
+                ),
+                "MutatePriorities": grpc.unary_unary_rpc_method_handler(
+                    self._guard(self.mutate_priorities),
+                    request_deserializer=P.MutatePrioritiesRequest.FromString,
+                    response_serializer=P.MutatePrioritiesResponse.SerializeToString,
+                ),
+                "Reset": grpc.unary_unary_rpc_method_handler(
+                    self._guard(self.reset),
+                    request_deserializer=P.ResetRequest.FromString,
+                    response_serializer=P.ResetResponse.SerializeToString,
+                ),
+                "ServerInfo": grpc.unary_unary_rpc_method_handler(
+                    self._guard(self.server_info),
+                    request_deserializer=P.ServerInfoRequest.FromString,
+                    response_serializer=P.ServerInfoResponse.SerializeToString,
+                ),
+                "Checkpoint": grpc.unary_unary_rpc_method_handler(
+                    self._guard(self.checkpoint),
+                    request_deserializer=P.CheckpointRequest.FromString,
+                    response_serializer=P.CheckpointResponse.SerializeToString,
+                ),
+            },
+        )
+
+    # --- error handling: every failure becomes a status, never a crash
+
+    @staticmethod
+    def _guard(method: Any) -> Any:
+        def call(request: Any, context: grpc.ServicerContext) -> Any:
+            try:
+                return method(request, context)
+            except Exception as error:  # noqa: BLE001 - reported to the client
+                context.abort(*_status_of(error))
+
+        return call
+
+    @staticmethod
+    def _guard_stream(method: Any) -> Any:
+        def call(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+            try:
+                yield from method(request, context)
+            except Exception as error:  # noqa: BLE001 - reported to the client
+                context.abort(*_status_of(error))
+
+        return call
+
+    def _table(self, name: str) -> Any:
+        return self._server.table(name)._core  # NotFoundError names the tables
+
+    def _check_running(self) -> None:
+        # CANCELLED, not UNAVAILABLE: clients retry UNAVAILABLE (a lost
+        # connection), but a stopped server is not coming back by itself.
+        if not self._server.running:
+            raise _StatusError(grpc.StatusCode.CANCELLED, "the server stopped")
+
+    # --- Insert
+
+    def insert(self, requests: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
+        kept: dict[int, Any] = {}  # the chunks this stream keeps, by key
+        for request in _polled(requests, context, self._check_running):
+            for message in request.chunks:
+                kept[message.key] = self._add_chunk(message)
+            inserted: list[int] = []
+            try:
+                for table, items in _runs_by_table(request.items):
+                    batch = [self._item_request(item, kept) for item in items]
+                    self._insert(self._table(table), batch, context)
+                    inserted.extend(item.key for item in items)
+            except Exception:
+                if inserted:  # what went in is confirmed before the error
+                    yield _proto.InsertResponse(item_keys=inserted)
+                raise
+            for key in request.release_chunk_keys:
+                kept.pop(key, None)
+            if request.items:
+                yield _proto.InsertResponse(item_keys=inserted)
+
+    def _add_chunk(self, message: Any) -> Any:
+        try:
+            return wire.add_chunk(self._store, message)
+        except ValueError as error:
+            raise _StatusError(
+                grpc.StatusCode.INVALID_ARGUMENT, f"chunk {message.key} is invalid: {error}"
+            ) from None
+
+    @staticmethod
+    def _item_request(item: Any, kept: dict[int, Any]) -> tuple[int, float, Any]:
+        for key in wire.chunk_keys(item.columns):
+            if key not in kept:
+                raise _StatusError(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"item {item.key} uses chunk {key}, which this stream has not sent "
+                    "(or has released)",
+                )
+        if not item.columns:
+            raise _StatusError(grpc.StatusCode.INVALID_ARGUMENT, f"item {item.key} has no columns")
+        if not math.isfinite(item.priority):
+            raise _StatusError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"item {item.key}: priority must be finite, got {item.priority}",
+            )
+        return item.key, item.priority, wire.trajectory_of(item.columns)
+
+    def _insert(self, table: Any, batch: list[Any], context: grpc.ServicerContext) -> None:
+        done = 0
+        while done < len(batch):
+            try:
+                done += table.insert_batch(batch[done:] if done else batch, _WAIT_SLICE_SECONDS)
+            except DeadlineExceededError as error:
+                done += error.num_inserted
+                if not context.is_active():
+                    raise _StatusError(grpc.StatusCode.CANCELLED, "the client went away") from None
+                self._check_running()
+
+    # --- Sample
+
+    def sample(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+        table = self._table(request.table)
+        if request.num_samples < 1:
+            raise _StatusError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"num_samples must be >= 1, got {request.num_samples}",
+            )
+        count = min(request.num_samples, _core.MAX_SAMPLES_PER_CALL)
+        timeout = request.timeout_seconds
+        if math.isnan(timeout):
+            raise _StatusError(grpc.StatusCode.INVALID_ARGUMENT, "timeout_seconds must not be NaN")
+        deadline = None if timeout < 0 else time.monotonic() + timeout
+        while True:
+            self._check_running()
+            wait = _WAIT_SLICE_SECONDS
+            if deadline is not None:
+                wait = min(wait, max(0.0, deadline - time.monotonic()))
+            try:
+                batch = table.sample(count, wait)
+                break
+            except DeadlineExceededError:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
+                if not context.is_active():
+                    return
+        limit = request.max_per_response if request.max_per_response > 0 else len(batch)
+        yield from _sample_responses(batch, limit)
+
+    # --- unary calls
+
+    def mutate_priorities(self, request: Any, context: grpc.ServicerContext) -> Any:
+        del context
+        table = self._table(request.table)
+        if len(request.update_keys) != len(request.update_priorities):
+            raise _StatusError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"update_keys ({len(request.update_keys)}) and update_priorities "
+                f"({len(request.update_priorities)}) must have the same length",
+            )
+        updates = list(zip(request.update_keys, request.update_priorities, strict=True))
+        updated, deleted = table.mutate_priorities(updates, list(request.delete_keys))
+        return _proto.MutatePrioritiesResponse(num_updated=updated, num_deleted=deleted)
+
+    def reset(self, request: Any, context: grpc.ServicerContext) -> Any:
+        del context
+        self._table(request.table).reset()
+        return _proto.ResetResponse()
+
+    def server_info(self, request: Any, context: grpc.ServicerContext) -> Any:
+        del request, context
+        tables = [
+            wire.table_info_message(table.info, table.signature)
+            for table in self._server.tables.values()
+        ]
+        return _proto.ServerInfoResponse(tables=tables)
+
+    def checkpoint(self, request: Any, context: grpc.ServicerContext) -> Any:
+        del request, context
+        raise _StatusError(grpc.StatusCode.UNIMPLEMENTED, "checkpointing is not supported yet")
+
+
+_END = object()
+
+
+def _polled(requests: Iterator[Any], context: grpc.ServicerContext, check: Any) -> Iterator[Any]:
+    """The requests of a stream, read on a thread of their own so that the
+    handler can call ``check`` (which raises once the server stops) while the
+    client sends nothing: a stopping server then ends idle streams with a
+    status of its choice instead of a dropped connection. The small inbox
+    gives a fast client back-pressure."""
+    inbox: queue.Queue[Any] = queue.Queue(maxsize=2)
+    done = threading.Event()
+
+    def read() -> None:
+        try:
+            for request in requests:
+                while not done.is_set():
+                    try:
+                        inbox.put(request, timeout=_WAIT_SLICE_SECONDS)
+                        break
+                    except queue.Full:
+                        continue
+        except Exception:  # noqa: BLE001, S110 - the call ended; the handler sees it inactive
+            pass
+        finally:
+            while not done.is_set():
+                try:
+                    inbox.put(_END, timeout=_WAIT_SLICE_SECONDS)
+                    break
+                except queue.Full:
+                    continue
+
+    threading.Thread(target=read, name="resound-insert-reader", daemon=True).start()
+    try:
+        while True:
+            check()
+            try:
+                request = inbox.get(timeout=_WAIT_SLICE_SECONDS)
+            except queue.Empty:
+                if not context.is_active():
+                    return
+                continue
+            if request is _END:
+                return
+            yield request
+    finally:
+        done.set()
+
+
+def _runs_by_table(items: Any) -> Iterator[tuple[str, list[Any]]]:
+    """Consecutive items of one table (each run goes in with one core call)."""
+    run: list[Any] = []
+    for item in items:
+        if run and item.table != run[0].table:
+            yield run[0].table, run
+            run = []
+        run.append(item)
+    if run:
+        yield run[0].table, run
+
+
+def _sample_responses(batch: Any, limit: int) -> Iterator[Any]:
+    """Responses of at most ``limit`` items and about _RESPONSE_BYTES of
+    chunks each, every chunk an item uses sent once per response."""
+    items: list[Any] = []
+    chunks: dict[int, Any] = {}
+    size = 0
+    for sample in batch:
+        item_chunks = sample.chunks
+        new = [c for c in item_chunks if c.key not in chunks]
+        new_bytes = sum(c.nbytes for c in new)
+        if items and (len(items) >= limit or size + new_bytes > _RESPONSE_BYTES):
+            yield _proto.SampleResponse(chunks=list(chunks.values()), items=items)
+            items, chunks, size = [], {}, 0
+            new, new_bytes = list(item_chunks), sum(c.nbytes for c in item_chunks)
+        for chunk in new:
+            chunks[chunk.key] = wire.chunk_message(chunk)
+        size += new_bytes
+        items.append(
+            _proto.SampledItem(
+                key=sample.key,
+                priority=sample.priority,
+                times_sampled=sample.times_sampled,
+                probability=sample.probability,
+                table_size=sample.table_size,
+                rate_limited=sample.rate_limited,
+                columns=wire.columns_message(sample.trajectory),
+            )
+        )
+    if items:
+        yield _proto.SampleResponse(chunks=list(chunks.values()), items=items)
