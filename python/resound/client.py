@@ -2,7 +2,7 @@
 
 The same API works over every transport: in-process (``Server(...,
 listen=False).in_process_client()``, or any address of a server in this
-process) and, later, remote over gRPC.
+process) and remote over gRPC (the address of a server in another process).
 
 Beyond Reverb: ``sample`` takes a ``timeout``; ``sample_batch`` returns a
 whole batch as stacked numpy arrays; ``sample_batches`` prefetches such
@@ -50,15 +50,20 @@ class Client:
 
     Args:
       server_address: ``'host:port'`` of the server.
+      transport: ``'auto'`` (the default) calls a server of this process
+        directly and any other over gRPC; ``'grpc'`` always uses gRPC.
     """
 
-    def __init__(self, server_address: str) -> None:
+    def __init__(self, server_address: str, *, transport: str = "auto") -> None:
         if not isinstance(server_address, str) or not server_address:
             raise ValueError(
                 f"server_address must be a nonempty 'host:port' str, got {server_address!r}"
             )
+        if transport not in ("auto", "grpc"):
+            raise ValueError(f"transport must be 'auto' or 'grpc', got {transport!r}")
         self._address = server_address
         self._transport_obj: Any = None
+        self._transport_kind = transport
         self._random = _random_source()
 
     @classmethod
@@ -69,6 +74,7 @@ class Client:
         client = cls.__new__(cls)
         client._address = address
         client._transport_obj = EmbeddedTransport(server)
+        client._transport_kind = "auto"
         client._random = _random_source()
         return client
 
@@ -78,29 +84,43 @@ class Client:
 
     @property
     def _transport(self) -> Any:
+        from resound._transport.embedded import EmbeddedTransport
+        from resound._transport.remote import RemoteTransport
+
         transport = self._transport_obj
+        if type(transport) is RemoteTransport:
+            if self._transport_kind == "grpc":
+                return transport
+            from resound.server import find_local_server
+
+            # A server of this process may have started at the address since.
+            server = find_local_server(self._address)
+            if server is None:
+                return transport
+            transport.close()
+            transport = self._transport_obj = EmbeddedTransport(server)
+            return transport
         # A stopped server may have been replaced by a new one at the same
         # address (as a remote client would reconnect); else its calls raise
         # CancelledError.
         if transport is None or not transport.server.running:
-            from resound._transport.embedded import EmbeddedTransport
             from resound.server import find_local_server
 
-            server = find_local_server(self._address)
+            server = None
+            if self._transport_kind == "auto":
+                server = find_local_server(self._address)
             if server is None:
                 if transport is not None:
                     return transport
-                raise ConnectionError(
-                    f"no resound server is serving {self._address!r} in this process, and the "
-                    "remote (gRPC) transport is not available in this version"
-                )
+                transport = self._transport_obj = RemoteTransport(self._address)
+                return transport
             transport = self._transport_obj = EmbeddedTransport(server)
         return transport
 
     def __reduce__(self) -> tuple[Any, ...]:
         if self._address == "in-process":
             raise TypeError("an in-process client of an embedded server cannot be pickled")
-        return (Client, (self._address,))
+        return (_client, (self._address, self._transport_kind))
 
     def __repr__(self) -> str:
         return f"Client, server_address={self._address}"
@@ -527,3 +547,8 @@ def _concatenate(arrays: Sequence[np.ndarray]) -> np.ndarray:
     if len({_dtype_key(a.dtype) for a in arrays}) != 1:
         raise ValueError("different dtypes")  # _stack_items reports it per column
     return np.concatenate(arrays)
+
+
+def _client(address: str, transport: str) -> Client:
+    # Unpickling: the keyword argument cannot travel in __reduce__'s args.
+    return Client(address, transport=transport)

@@ -676,6 +676,9 @@ class TrajectoryWriter:
         delta_encoded: bool = False,
     ) -> None:
         self._transport = transport
+        # Where items go: the transport itself in-process, an insert stream
+        # of this writer's own over gRPC (its failures become this writer's).
+        self._link = transport.open_insert_stream(_error_setter(weakref.ref(self)))
         self._default_keep_alive = _check_positive(num_keep_alive_refs, "num_keep_alive_refs")
         self._default_chunk_length = _check_chunk_length(max_chunk_length, self._default_keep_alive)
         self._validate_items = bool(validate_items)
@@ -739,7 +742,7 @@ class TrajectoryWriter:
     @property
     def num_pending_items(self) -> int:
         """Items created but not yet in their tables."""
-        return len(self._pending)
+        return len(self._pending) + self._link.in_flight
 
     # --- writing
 
@@ -970,7 +973,7 @@ class TrajectoryWriter:
             # this thread may insert right away, without queueing.
             try:
                 if meta is None:
-                    self._transport.insert(table, [request], 0.0)
+                    self._link.insert(table, [request], 0.0)
                 else:
                     meta.insert_batch([request], 0.0)
                 return
@@ -1009,6 +1012,7 @@ class TrajectoryWriter:
             raise ValueError(f"block_until_num_items must be >= 0, got {block_until_num_items}")
         self._check_usable()
         self._wait_until(block_until_num_items, timeout_ms, "Flush")
+        self._wait_for_link(block_until_num_items, timeout_ms, "Flush")
 
     def end_episode(self, clear_buffers: bool = True, timeout_ms: int | None = None) -> None:
         """Flushes every item, then starts a new episode.
@@ -1018,6 +1022,7 @@ class TrajectoryWriter:
         """
         self._check_usable()
         self._wait_until(0, timeout_ms, "End episode")
+        self._wait_for_link(0, timeout_ms, "End episode")
         for column in self._column_list:
             if clear_buffers:
                 column.reset()
@@ -1052,6 +1057,8 @@ class TrajectoryWriter:
                 for chunk in item.chunks:
                     chunk.pins -= 1
             self._pending.clear()
+        if self._link is not self._transport:
+            self._link.close(wait=wait_for_sender)
 
     def __enter__(self) -> TrajectoryWriter:
         return self
@@ -1077,6 +1084,21 @@ class TrajectoryWriter:
 
     # --- internals
 
+    def _wait_for_link(self, keep: int, timeout_ms: int | None, call: str) -> None:
+        """Waits until the server confirmed all but ``keep`` (of the items
+        beyond those still waiting here) of the items sent."""
+        if not self._link.in_flight:
+            return
+        timeout = check_timeout(timeout_ms, "timeout_ms", "milliseconds")
+        keep = max(0, keep - len(self._pending))
+        try:
+            self._link.wait(keep, None if timeout is None else timeout / 1000, call)
+        except DeadlineExceededError:
+            raise
+        except BaseException as error:
+            self._error = error
+            raise
+
     def _check_usable(self) -> None:
         if self._closed:
             raise RuntimeError("TrajectoryWriter::Close has been called.")
@@ -1086,7 +1108,7 @@ class TrajectoryWriter:
     def _table(self, name: str) -> Any:
         table = self._tables.get(name)
         if table is None:
-            table = self._tables[name] = self._transport.table_info_for_writer(name)
+            table = self._tables[name] = self._link.table_info_for_writer(name)
         return table
 
     def _check_item_priority(self, table: str, priority: Any) -> float:
@@ -1175,8 +1197,11 @@ class TrajectoryWriter:
         table = pending[0].table
         limit = min(self._batch_limit, len(pending) - keep)
         batch = []
-        for item in pending:
-            if len(batch) >= limit or item.table != table:
+        # By index, not by iterating the deque: the writer's thread may append
+        # to it meanwhile (only the send lock's holder removes items).
+        for index in range(limit):
+            item = pending[index]
+            if item.table != table:
                 break
             for chunk in item.chunks:  # item.ready(), inline: a hot loop
                 if not chunk.length:
@@ -1199,7 +1224,7 @@ class TrajectoryWriter:
             else:
                 timeout = min(max(0.0, deadline - time.monotonic()), _WAIT_SLICE_SECONDS)
             try:
-                inserted = self._transport.insert(table, [item.request for item in batch], timeout)
+                inserted = self._link.insert(table, [item.request for item in batch], timeout)
             except DeadlineExceededError as error:
                 self._pop(getattr(error, "num_inserted", 0))
                 if deadline is None or (deadline != 0.0 and time.monotonic() < deadline):
@@ -1274,6 +1299,18 @@ class TrajectoryWriter:
             self._wake.notify()
 
 
+def _error_setter(writer_ref: weakref.ref[TrajectoryWriter]) -> Any:
+    """A callback that records an insert stream's failure in the writer (if
+    it still exists), raised by the writer's next call."""
+
+    def record(error: BaseException) -> None:
+        writer = writer_ref()
+        if writer is not None and writer._error is None:
+            writer._error = error
+
+    return record
+
+
 def _run_sender(
     writer_ref: weakref.ref[TrajectoryWriter], wake: threading.Condition, lock: threading.Lock
 ) -> None:
@@ -1309,7 +1346,7 @@ def _send_one_batch(writer_ref: weakref.ref[TrajectoryWriter]) -> bool:
     ready = writer._ready_batch(0)
     if ready is None:
         return True
-    transport = writer._transport
+    transport = writer._link
     table = ready[0]
     requests = [item.request for item in ready[1]]
     handles = [chunk.handle for item in ready[1] for chunk in item.chunks]

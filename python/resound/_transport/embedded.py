@@ -64,6 +64,22 @@ class EmbeddedTransport:
         self.get_chunk = self._store.get
         self._inserts: dict[str, Any] = {}
 
+    # --- the insert-stream face (see remote.InsertStream): in-process inserts
+    # are done when insert() returns, so nothing is ever in flight.
+
+    in_flight = 0
+    error = None
+
+    def open_insert_stream(self, on_error: Any = None) -> EmbeddedTransport:
+        del on_error
+        return self
+
+    def wait(self, keep: int, timeout: float | None, call: str) -> None:
+        del keep, timeout, call
+
+    def close(self, wait: bool = True) -> None:
+        del wait
+
     def column_chunker(
         self, dtype: str, shape: tuple[int, ...], max_chunk_length: int, keep_alive: int
     ) -> Any:

@@ -1,0 +1,501 @@
+"""The remote transport: the Client API over gRPC to a server in another
+process (or on another machine).
+
+Writers build their chunks locally (in this process's chunk store, with the
+same chunkers as the embedded transport) and stream them with their items to
+the server on an insert stream (``InsertStream``), many per message, from a
+background thread. The server confirms items once they are in their tables;
+``flush`` waits for those confirmations. A stream that loses its connection
+reconnects with back-off and sends again what was not confirmed (items are
+keyed, so nothing is stored twice). Samples come back with their chunks, once
+per response.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import functools
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+import grpc
+import numpy as np
+
+from resound import _core, _proto, specs
+from resound._service import wire
+from resound._transport.embedded import TableMeta
+from resound.errors import CancelledError, DeadlineExceededError, NotFoundError
+from resound.table import shared_chunk_store
+from resound.table_info import TableInfo
+
+__all__ = ["InsertStream", "RemoteTransport", "error_from_rpc"]
+
+# Channel options of both ends: messages may carry many large chunks.
+MAX_MESSAGE_BYTES = 1 << 30
+CHANNEL_OPTIONS = [
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+]
+# One insert message carries at most this many items or payload bytes.
+_MAX_ITEMS_PER_MESSAGE = 1024
+_MAX_BYTES_PER_MESSAGE = 32 << 20
+# Reconnection back-off of an insert stream, in seconds, and how long it keeps
+# trying without a single successful response before it fails for good.
+_BACKOFF_START, _BACKOFF_MAX = 0.05, 2.0
+_RECONNECT_GIVE_UP_SECONDS = 30.0
+# Waits in slices this long, so that Ctrl-C reaches the caller.
+_WAIT_SLICE_SECONDS = 0.1
+# Status codes that mean "the connection or server went away": retried.
+_TRANSIENT = (grpc.StatusCode.UNAVAILABLE,)
+
+
+def error_from_rpc(error: grpc.RpcError, what: str) -> Exception:
+    """The resound exception for a failed call (status code -> exception type)."""
+    code = error.code() if hasattr(error, "code") else None
+    details = (error.details() if hasattr(error, "details") else None) or str(error)
+    message = f"{what}: {details}"
+    if code == grpc.StatusCode.INVALID_ARGUMENT:
+        return ValueError(message)
+    if code == grpc.StatusCode.NOT_FOUND:
+        return NotFoundError(details)
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return DeadlineExceededError(message)
+    if code == grpc.StatusCode.CANCELLED:
+        return CancelledError(message)
+    if code == grpc.StatusCode.UNIMPLEMENTED:
+        return NotImplementedError(details)
+    if code == grpc.StatusCode.UNAVAILABLE:
+        return ConnectionError(message)
+    return RuntimeError(f"{message} ({code})")
+
+
+class RemoteTransport:
+    """Calls the tables of a server at ``address`` over gRPC."""
+
+    def __init__(self, address: str) -> None:
+        self._address = address
+        self._channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+        P = _proto  # noqa: N806 - the message module
+
+        def method(name: str, kind: str, request: Any, response: Any) -> Any:
+            return getattr(self._channel, kind)(
+                f"/{P.SERVICE}/{name}",
+                request_serializer=request.SerializeToString,
+                response_deserializer=response.FromString,
+            )
+
+        self._insert_call = method("Insert", "stream_stream", P.InsertRequest, P.InsertResponse)
+        self._sample_call = method("Sample", "unary_stream", P.SampleRequest, P.SampleResponse)
+        self._mutate_call = method(
+            "MutatePriorities", "unary_unary", P.MutatePrioritiesRequest, P.MutatePrioritiesResponse
+        )
+        self._reset_call = method("Reset", "unary_unary", P.ResetRequest, P.ResetResponse)
+        self._info_call = method(
+            "ServerInfo", "unary_unary", P.ServerInfoRequest, P.ServerInfoResponse
+        )
+        self._checkpoint_call = method(
+            "Checkpoint", "unary_unary", P.CheckpointRequest, P.CheckpointResponse
+        )
+        # Writers chunk locally, exactly as with the embedded transport.
+        self._store = shared_chunk_store()
+        self.add_chunk = self._store.add
+        self.get_chunk = self._store.get
+        self._infos: dict[str, TableInfo] = {}
+        self._infos_lock = threading.Lock()
+        self._client_stream: InsertStream | None = None
+        self._closed = False
+
+    @property
+    def address(self) -> str:
+        return self._address
+
+    def close(self) -> None:
+        self._closed = True
+        if self._client_stream is not None:
+            self._client_stream.close()
+        self._channel.close()
+
+    def column_chunker(
+        self, dtype: str, shape: tuple[int, ...], max_chunk_length: int, keep_alive: int
+    ) -> Any:
+        return _core.ColumnChunker(self._store, dtype, shape, max_chunk_length, keep_alive)
+
+    # --- writing
+
+    def open_insert_stream(self, on_error: Callable[[BaseException], None] | None = None) -> Any:
+        """A new insert stream (one per trajectory writer)."""
+        return InsertStream(self, on_error)
+
+    def table_info_for_writer(self, name: str) -> TableMeta:
+        info = self._info(name)
+        return TableMeta(
+            name,
+            info.sampler_options.options.kind == "prioritized",
+            info.signature,
+            None if info.signature is None else specs.flat_signature(info.signature),
+            None,
+        )
+
+    def insert(self, table: str, requests: list[Any], timeout: float | None) -> int:
+        """Inserts (key, priority, trajectory) triples and waits (at most
+        ``timeout`` seconds) until the server confirms them."""
+        with self._infos_lock:
+            if self._client_stream is None:
+                self._client_stream = InsertStream(self, None)
+            stream = self._client_stream
+        stream.submit(table, requests)
+        stream.wait(0, timeout, "Insert")
+        return len(requests)
+
+    # --- reading
+
+    def sample(self, table: str, num_samples: int, timeout: float | None) -> RemoteSampleBatch:
+        request = _proto.SampleRequest(
+            table=table,
+            num_samples=num_samples,
+            timeout_seconds=-1.0 if timeout is None else timeout,
+        )
+        # The server honours the timeout; the call's own deadline only
+        # guards against a server that stopped answering.
+        deadline = None if timeout is None else timeout + 10.0
+        try:
+            responses = list(self._sample_call(request, timeout=deadline))
+        except grpc.RpcError as error:
+            raise error_from_rpc(error, f"Sample from table {table!r}") from None
+        return RemoteSampleBatch(responses)
+
+    def signature(self, table: str) -> Any:
+        return self._info(table).signature
+
+    # --- managing
+
+    def mutate_priorities(
+        self,
+        table: str,
+        updates: Mapping[int, float] | Iterable[tuple[int, float]] | tuple[Any, Any] | None,
+        deletes: Iterable[int] | None,
+    ) -> tuple[int, int]:
+        keys, priorities = _update_arrays(updates)
+        request = _proto.MutatePrioritiesRequest(
+            table=table,
+            update_keys=keys,
+            update_priorities=priorities,
+            delete_keys=[] if deletes is None else [int(k) for k in deletes],
+        )
+        response = self._unary(self._mutate_call, request, f"MutatePriorities of {table!r}")
+        return response.num_updated, response.num_deleted
+
+    def reset(self, table: str) -> None:
+        self._unary(self._reset_call, _proto.ResetRequest(table=table), f"Reset of {table!r}")
+
+    def server_info(self, timeout: float | None) -> dict[str, TableInfo]:
+        response = self._unary(self._info_call, _proto.ServerInfoRequest(), "ServerInfo", timeout)
+        infos = {m.name: wire.table_info_from_message(m) for m in response.tables}
+        with self._infos_lock:
+            self._infos = dict(infos)
+        return infos
+
+    def checkpoint(self) -> str:
+        return self._unary(self._checkpoint_call, _proto.CheckpointRequest(), "Checkpoint").path
+
+    def _unary(self, call: Any, request: Any, what: str, timeout: float | None = None) -> Any:
+        try:
+            return call(request, timeout=timeout)
+        except grpc.RpcError as error:
+            raise error_from_rpc(error, what) from None
+
+    def _info(self, table: str) -> TableInfo:
+        with self._infos_lock:
+            info = self._infos.get(table)
+        if info is None:
+            info = self.server_info(None).get(table)
+        if info is None:
+            raise NotFoundError(
+                f"Priority table {table} was not found. The following tables exist: "
+                f"{', '.join(sorted(self._infos))}."
+            )
+        return info
+
+
+def _update_arrays(updates: Any) -> tuple[list[int], list[float]]:
+    if updates is None:
+        return [], []
+    if isinstance(updates, tuple) and len(updates) == 2 and hasattr(updates[0], "__len__"):
+        keys = np.asarray(updates[0]).astype(np.uint64, copy=False).ravel().tolist()
+        priorities = np.asarray(updates[1], dtype=np.float64).ravel().tolist()
+        if len(keys) != len(priorities):
+            raise ValueError(
+                f"updates: {len(keys)} keys but {len(priorities)} priorities; they must pair up"
+            )
+        return keys, priorities
+    pairs = updates.items() if isinstance(updates, Mapping) else updates
+    keys, priorities = [], []
+    for key, priority in pairs:
+        keys.append(int(key))
+        priorities.append(float(priority))
+    return keys, priorities
+
+
+@dataclasses.dataclass
+class _Submitted:
+    table: str
+    key: int
+    priority: float
+    trajectory: Any
+    chunk_keys: list[int]
+
+
+class InsertStream:
+    """One insert stream to the server: items (and the chunks they use) are
+    queued by ``submit`` and sent in batches by gRPC's request thread;
+    ``wait`` blocks until the server confirmed all but ``keep`` of them.
+
+    Chunk handles of every unconfirmed item are held here, so that a stream
+    that reconnects can send them again.
+    """
+
+    def __init__(
+        self, transport: RemoteTransport, on_error: Callable[[BaseException], None] | None
+    ) -> None:
+        self._transport = transport
+        self._on_error = on_error
+        self._lock = threading.Condition(threading.Lock())
+        self._queue: collections.deque[_Submitted] = collections.deque()  # not yet sent
+        self._unconfirmed: collections.deque[_Submitted] = collections.deque()  # sent
+        self._handles: dict[int, Any] = {}  # chunk key -> handle, for queued/unconfirmed items
+        self._uses: collections.Counter[int] = collections.Counter()
+        self._sent: set[int] = set()  # chunks the server keeps for this stream
+        self._error: BaseException | None = None
+        self._closed = False
+        self._generation = 0
+        self._receiver = threading.Thread(
+            target=self._run, name="resound-insert-stream", daemon=True
+        )
+        self._receiver.start()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._queue) + len(self._unconfirmed)
+
+    @property
+    def error(self) -> BaseException | None:
+        return self._error
+
+    def table_info_for_writer(self, name: str) -> TableMeta:
+        meta = self._transport.table_info_for_writer(name)
+        return dataclasses.replace(meta, insert_batch=functools.partial(self._insert_now, name))
+
+    def insert(self, table: str, requests: list[Any], timeout: float | None) -> int:
+        del timeout  # accepted at once; the server applies the rate limiter
+        self.submit(table, requests)
+        return len(requests)
+
+    def _insert_now(self, table: str, requests: list[Any], timeout: float) -> int:
+        del timeout
+        self.submit(table, requests)
+        return len(requests)
+
+    def submit(self, table: str, requests: list[Any]) -> None:
+        get = self._transport.get_chunk
+        entries = []
+        for key, priority, trajectory in requests:
+            chunk_keys = list({s[0] for slices, _ in trajectory for s in slices})
+            entries.append(_Submitted(table, key, priority, trajectory, chunk_keys))
+        with self._lock:
+            if self._error is not None:
+                raise self._error
+            if self._closed:
+                raise RuntimeError("the insert stream is closed")
+            for entry in entries:
+                for chunk_key in entry.chunk_keys:
+                    if self._uses[chunk_key] == 0:
+                        self._handles[chunk_key] = get(chunk_key)
+                    self._uses[chunk_key] += 1
+                self._queue.append(entry)
+            self._lock.notify_all()
+
+    def wait(self, keep: int, timeout: float | None, call: str) -> None:
+        """Blocks until at most ``keep`` items are unconfirmed;
+        DeadlineExceededError after ``timeout`` seconds (None: no limit)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            while self.in_flight > keep and self._error is None:
+                wait = _WAIT_SLICE_SECONDS
+                if deadline is not None:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise DeadlineExceededError(
+                            f"{call} call did not complete within provided timeout of "
+                            f"{timeout} s ({self.in_flight} items not yet confirmed)"
+                        )
+                    wait = min(wait, left)
+                self._lock.wait(wait)
+            if self._error is not None:
+                raise self._error
+
+    def close(self, wait: bool = True) -> None:
+        """Stops the stream; unconfirmed items are dropped. Idempotent.
+        ``wait=False`` does not wait for the stream's thread (finalizers: the
+        thread may need the very thread that collects the writer)."""
+        with self._lock:
+            self._closed = True
+            self._lock.notify_all()
+        if wait and self._receiver is not threading.current_thread():
+            self._receiver.join()
+
+    # --- the stream's threads
+
+    def _run(self) -> None:
+        backoff = _BACKOFF_START
+        last_success = time.monotonic()
+        while True:
+            with self._lock:
+                if self._closed or self._error is not None:
+                    return
+                # A new stream: the server keeps nothing of an old one, so
+                # every unconfirmed item goes again, before the queue.
+                self._queue.extendleft(reversed(self._unconfirmed))
+                self._unconfirmed.clear()
+                self._sent.clear()
+                self._generation += 1
+                generation = self._generation
+            try:
+                responses = self._transport._insert_call(self._requests(generation))
+                for response in responses:
+                    backoff = _BACKOFF_START
+                    last_success = time.monotonic()
+                    self._confirm(response.item_keys)
+                with self._lock:
+                    if self._closed:
+                        return
+                # Only a stopping server ends a stream that the client keeps open.
+                self._fail(CancelledError("Insert: the server stopped"))
+                return
+            except grpc.RpcError as error:
+                if error.code() not in _TRANSIENT:
+                    self._fail(error_from_rpc(error, "Insert"))
+                    return
+                if time.monotonic() - last_success > _RECONNECT_GIVE_UP_SECONDS:
+                    self._fail(error_from_rpc(error, "Insert (gave up reconnecting)"))
+                    return
+            except BaseException as error:  # noqa: BLE001 - reported to the writer
+                self._fail(error)
+                return
+            with self._lock:
+                if self._closed:
+                    return
+                self._lock.wait(backoff)
+            backoff = min(backoff * 2, _BACKOFF_MAX)
+
+    def _requests(self, generation: int) -> Iterator[Any]:
+        """The request messages of one stream (runs on gRPC's thread)."""
+        while True:
+            with self._lock:
+                while not self._queue and not self._closed and self._generation == generation:
+                    self._lock.wait(_WAIT_SLICE_SECONDS)
+                if self._closed or self._generation != generation:
+                    return
+                message = self._next_message_locked()
+            yield message
+
+    def _next_message_locked(self) -> Any:
+        chunks = []
+        items = []
+        size = 0
+        store = self._transport._store
+        while self._queue and len(items) < _MAX_ITEMS_PER_MESSAGE and size < _MAX_BYTES_PER_MESSAGE:
+            entry = self._queue.popleft()
+            for chunk_key in entry.chunk_keys:
+                if chunk_key not in self._sent:
+                    handle = self._handles[chunk_key]
+                    chunks.append(wire.chunk_message(handle))
+                    size += handle.nbytes
+                    self._sent.add(chunk_key)
+            items.append(
+                _proto.Item(
+                    key=entry.key,
+                    table=entry.table,
+                    priority=entry.priority,
+                    columns=wire.columns_message(entry.trajectory),
+                )
+            )
+            self._unconfirmed.append(entry)
+        # Chunks no item can use any more: neither a waiting item nor a live
+        # reference of the writer (whose chunks the local store still has).
+        released = [k for k in self._sent if k not in self._handles and k not in store]
+        self._sent.difference_update(released)
+        return _proto.InsertRequest(chunks=chunks, items=items, release_chunk_keys=released)
+
+    def _confirm(self, keys: Any) -> None:
+        with self._lock:
+            for key in keys:
+                if not self._unconfirmed or self._unconfirmed[0].key != key:
+                    continue  # a confirmation from before a reconnect
+                entry = self._unconfirmed.popleft()
+                for chunk_key in entry.chunk_keys:
+                    self._uses[chunk_key] -= 1
+                    if self._uses[chunk_key] == 0:
+                        del self._uses[chunk_key]
+                        del self._handles[chunk_key]
+            self._lock.notify_all()
+
+    def _fail(self, error: BaseException) -> None:
+        with self._lock:
+            self._error = error
+            self._lock.notify_all()
+        if self._on_error is not None:
+            self._on_error(error)
+
+
+class _RemoteSample:
+    __slots__ = ("chunks", "trajectory")
+
+    def __init__(self, trajectory: Any, chunks: list[Any]) -> None:
+        self.trajectory = trajectory
+        self.chunks = chunks
+
+
+class RemoteSampleBatch:
+    """Samples of one Sample call, shaped like the core's SampleBatch (info
+    fields as arrays; items with trajectory and chunks)."""
+
+    def __init__(self, responses: list[Any]) -> None:
+        # The received chunks live in a store of their own, validated by the
+        # core like any chunk, and die with the batch.
+        store = _core.ChunkStore(1)
+        self._items: list[_RemoteSample] = []
+        fields: dict[str, list[Any]] = {
+            "keys": [],
+            "probabilities": [],
+            "table_sizes": [],
+            "priorities": [],
+            "times_sampled": [],
+        }
+        for response in responses:
+            chunks = {m.key: wire.add_chunk(store, m) for m in response.chunks}
+            for item in response.items:
+                trajectory = wire.trajectory_of(item.columns)
+                keys = wire.chunk_keys(item.columns)
+                self._items.append(_RemoteSample(trajectory, [chunks[k] for k in keys]))
+                fields["keys"].append(item.key)
+                fields["probabilities"].append(item.probability)
+                fields["table_sizes"].append(item.table_size)
+                fields["priorities"].append(item.priority)
+                fields["times_sampled"].append(item.times_sampled)
+        self.keys = np.array(fields["keys"], dtype=np.uint64)
+        self.probabilities = np.array(fields["probabilities"], dtype=np.float64)
+        self.table_sizes = np.array(fields["table_sizes"], dtype=np.int64)
+        self.priorities = np.array(fields["priorities"], dtype=np.float64)
+        self.times_sampled = np.array(fields["times_sampled"], dtype=np.int32)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __getitem__(self, index: int) -> _RemoteSample:
+        return self._items[index]
+
+    def __iter__(self) -> Iterator[_RemoteSample]:
+        return iter(self._items)
