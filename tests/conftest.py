@@ -169,15 +169,28 @@ class Background:
         return self.error
 
 
-@pytest.fixture
-def serve() -> Iterator[Callable[..., tuple[resound.Server, resound.Client]]]:
-    """serve(*tables) -> (embedded server, in-process client); servers stop at teardown."""
+# For tests of what only the in-process transport promises: an item is in
+# its table when create_item returns (if its chunks are complete and the rate
+# limiter admits it), and rate-limited items wait in the writer itself. Over
+# gRPC items are confirmed asynchronously (flush waits for them), as in Reverb.
+in_process_only = pytest.mark.parametrize("serve", ["embedded"], indirect=True)
+
+
+@pytest.fixture(params=["embedded", "grpc"])
+def serve(request: Any) -> Iterator[Callable[..., tuple[resound.Server, resound.Client]]]:
+    """serve(*tables) -> (server, client) over each transport: an embedded
+    server with an in-process client, and a server on a 127.0.0.1 port it
+    picks with a gRPC client. Servers stop at teardown."""
     servers: list[resound.Server] = []
 
     def make(*tables: resound.Table) -> tuple[resound.Server, resound.Client]:
-        server = resound.Server(list(tables), listen=False)
+        if request.param == "embedded":
+            server = resound.Server(list(tables), listen=False)
+            servers.append(server)
+            return server, server.in_process_client()
+        server = resound.Server(list(tables))
         servers.append(server)
-        return server, server.in_process_client()
+        return server, resound.Client(f"127.0.0.1:{server.port}", transport="grpc")
 
     yield make
     for server in servers:

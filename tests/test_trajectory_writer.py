@@ -24,7 +24,7 @@ import resound
 from resound import TensorSpec, TrajectoryColumn, _codec, rate_limiters, selectors
 from resound.table import shared_chunk_store
 
-from conftest import SAFETY, Background, wait_until
+from conftest import SAFETY, Background, in_process_only, wait_until
 
 Step = collections.namedtuple("Step", ["obs", "action"])
 
@@ -590,6 +590,7 @@ def test_expired_ref_in_create_item_names_the_column(serve):
     assert size(server) == 0 and writer.num_pending_items == 0
 
 
+@in_process_only
 def test_references_of_a_pending_item_stay_alive_until_it_is_inserted(serve):
     server, client = serve(queue(max_size=1))
     writer = client.trajectory_writer(1)
@@ -606,6 +607,7 @@ def test_references_of_a_pending_item_stay_alive_until_it_is_inserted(serve):
     assert take(client, "q") == [[np.float32(1)]]
 
 
+@in_process_only
 def test_pending_items_keep_chunks_after_their_rows_leave_the_window(serve):
     # Chunks of two steps, two steps kept alive: the item below references
     # four steps across two chunks, one of them still open when it is made.
@@ -802,6 +804,7 @@ def test_without_validation_the_table_refuses_a_mismatched_item(serve):
     writer.close()
 
 
+@in_process_only
 def test_items_before_a_refused_one_still_go_in(serve):
     # The core checks a whole batch before inserting any of it; the writer
     # must not let a refused item take the items queued before it along.
@@ -823,6 +826,7 @@ def test_items_before_a_refused_one_still_go_in(serve):
     writer.close()
 
 
+@in_process_only
 def test_create_item_never_blocks(serve):
     server, client = serve(queue(max_size=1))
     writer = client.trajectory_writer(1)
@@ -833,6 +837,7 @@ def test_create_item_never_blocks(serve):
     writer.close()
 
 
+@in_process_only
 def test_unbounded_run_ahead_is_kept_in_order(serve):
     # §6.2 item 15: items wait in the writer; all arrive, in order, once sampled.
     server, client = serve(queue(max_size=3))
@@ -847,6 +852,7 @@ def test_unbounded_run_ahead_is_kept_in_order(serve):
 # --- flush
 
 
+@in_process_only
 def test_items_wait_for_their_chunks(serve):
     server, client = serve(queue())
     writer = client.trajectory_writer(4, max_chunk_length=4)
@@ -917,6 +923,7 @@ def test_flush_with_nothing_pending_returns_at_once(serve):
     writer.flush(timeout_ms=0)
 
 
+@in_process_only
 @pytest.mark.parametrize("timeout_ms", [0, 50])
 def test_flush_timeout_on_a_rate_limited_table(serve, timeout_ms):
     server, client = serve(queue(max_size=2))
@@ -953,6 +960,7 @@ def test_flush_without_timeout_waits_for_the_rate_limiter(serve):
     assert [data[0] for data in got] == [np.float32(i) for i in range(3)]
 
 
+@in_process_only
 def test_a_blocked_flush_can_be_interrupted(serve):
     # Ctrl-C (here a timer signal raising KeyboardInterrupt) reaches a flush
     # that waits for the rate limiter, and the writer carries on afterwards.
@@ -982,6 +990,7 @@ def test_a_blocked_flush_can_be_interrupted(serve):
     assert [data[0] for data in got] == [np.float32(i) for i in range(3)]
 
 
+@in_process_only
 def test_flush_with_block_until_counts_rate_limited_items(serve):
     server, client = serve(queue(max_size=1))
     writer = client.trajectory_writer(1)
@@ -1094,6 +1103,7 @@ def test_end_episode_timeout_keeps_the_episode_id(serve):
 # --- close, context manager, garbage collection
 
 
+@in_process_only
 def test_close_drops_pending_items_and_disables_the_writer(serve):
     server, client = serve(queue(max_size=1))
     writer = client.trajectory_writer(2, max_chunk_length=2)
@@ -1123,6 +1133,7 @@ def take_now(client: resound.Client) -> Any:
     return next(client.sample("q", emit_timesteps=False, timeout=0.05))
 
 
+@in_process_only
 def test_close_stops_the_sender_thread(serve):
     server, client = serve(queue(max_size=1))
     writer = client.trajectory_writer(1)
@@ -1156,6 +1167,7 @@ def test_context_manager_flushes_when_another_error_propagates(serve):
     assert size(server) == 1
 
 
+@in_process_only
 def test_context_manager_does_not_flush_when_a_reverb_error_propagates(serve):
     server, client = serve(queue(max_size=1))
     writer = client.trajectory_writer(4)
@@ -1172,6 +1184,7 @@ def test_context_manager_does_not_flush_when_a_reverb_error_propagates(serve):
     writer.close()
 
 
+@in_process_only
 def test_a_garbage_collected_writer_drops_its_items_and_stops(serve):
     server, client = serve(queue(max_size=1))
     writer = client.trajectory_writer(1)
@@ -1266,6 +1279,7 @@ def test_configure_validates_its_arguments(serve):
             client.trajectory_writer(keep_alive)
 
 
+@in_process_only
 def test_configure_sets_chunk_length_per_column(serve):
     server, client = serve(queue())
     writer = client.trajectory_writer(4, max_chunk_length=4)
@@ -1285,6 +1299,7 @@ def test_configure_sets_chunk_length_per_column(serve):
     assert [data.tolist() for data in take(client, "q")[0]] == [[0, 1, 2, 3]] * 3
 
 
+@in_process_only
 def test_default_chunk_length_is_bounded_by_keep_alive(serve):
     server, client = serve(queue())
     writer = client.trajectory_writer(3)
@@ -1322,6 +1337,7 @@ def test_configure_keep_alive_per_column(serve):
     np.testing.assert_array_equal(x, [4, 5])
 
 
+@in_process_only
 def test_configure_an_existing_column(serve):
     server, client = serve(queue())
     writer = client.trajectory_writer(4, max_chunk_length=4)
@@ -1387,6 +1403,7 @@ def test_compressed_chunks_round_trip_exactly(serve, compression, delta, chunk_l
             np.testing.assert_array_equal(batch.data[index][row], want)
 
 
+@in_process_only
 @pytest.mark.parametrize("delta", [False, True], ids=["plain", "delta"])
 def test_lz4_chunks_are_compressed(serve, delta):
     server, client = serve(uniform())
@@ -1410,6 +1427,7 @@ def test_lz4_chunks_are_compressed(serve, delta):
     np.testing.assert_array_equal(take(client, "u")[0][1], np.stack([base + i for i in range(8)]))
 
 
+@in_process_only
 def test_uncompressed_chunks_are_stored_as_is(serve):
     server, client = serve(uniform())
     writer = client.trajectory_writer(4, delta_encoded=True)

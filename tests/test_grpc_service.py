@@ -1,0 +1,239 @@
+"""The Replay gRPC service spoken to directly (malformed and hostile
+requests get the documented status and leave the tables working), and the
+remote client's behaviour when the server stops or another client vanishes.
+Servers listen on 127.0.0.1 ports they pick themselves."""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import grpc
+import numpy as np
+import pytest
+
+import resound
+from resound import _proto
+from resound._transport.remote import CHANNEL_OPTIONS
+
+from conftest import SAFETY, Background
+
+P = _proto
+_random = np.random.default_rng()
+
+
+def fresh_key() -> int:
+    """A chunk key no other test uses: the chunk store is process-wide."""
+    return int(_random.integers(1, 2**63))
+
+
+@pytest.fixture
+def service():
+    """(server, raw channel, gRPC client) for a uniform table 't' and a queue 'q'."""
+    server = resound.Server(
+        [
+            resound.Table(
+                "t",
+                resound.selectors.Uniform(),
+                resound.selectors.Fifo(),
+                100,
+                resound.rate_limiters.MinSize(1),
+                signature={"x": resound.TensorSpec([None], np.float32)},
+            ),  # fmt: skip
+            resound.Table.queue("q", 2),
+        ]
+    )
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}", options=CHANNEL_OPTIONS)
+    client = resound.Client(f"127.0.0.1:{server.port}", transport="grpc")
+    yield server, channel, client
+    channel.close()
+    server.stop()
+
+
+def insert_stream(channel: grpc.Channel):
+    return channel.stream_stream(
+        f"/{P.SERVICE}/Insert",
+        request_serializer=P.InsertRequest.SerializeToString,
+        response_deserializer=P.InsertResponse.FromString,
+    )
+
+
+def chunk(key: int, values: list[float], **overrides) -> object:
+    data = np.asarray(values, np.float32)
+    fields = dict(
+        key=key, dtype="<f4", shape=[], num_steps=len(values), compression="none",
+        episode_id=1, start_step=0, end_step=len(values) - 1, data=data.tobytes(),
+    )  # fmt: skip
+    fields.update(overrides)
+    return P.Chunk(**fields)
+
+
+def item(key: int, chunk_key: int, offset: int = 0, length: int = 1, **overrides) -> object:
+    fields = dict(
+        key=key, table="t", priority=1.0,
+        columns=[P.Column(slices=[P.Slice(chunk_key=chunk_key, offset=offset, length=length)])],
+    )  # fmt: skip
+    fields.update(overrides)
+    return P.Item(**fields)
+
+
+def send(channel: grpc.Channel, *requests: object) -> list[object]:
+    return list(insert_stream(channel)(iter(requests), timeout=SAFETY))
+
+
+def assert_refused(channel, code: grpc.StatusCode, match: str, *requests) -> None:
+    with pytest.raises(grpc.RpcError) as caught:
+        send(channel, *requests)
+    assert caught.value.code() == code, caught.value.details()
+    assert match in caught.value.details()
+
+
+def table_size(server: resound.Server, name: str = "t") -> int:
+    return server.table(name).info.current_size
+
+
+def test_a_well_formed_stream_inserts_and_confirms_in_order(service):
+    server, channel, _ = service
+    key = fresh_key()
+    responses = send(
+        channel,
+        P.InsertRequest(chunks=[chunk(key, [1, 2, 3])], items=[item(10, key), item(11, key, 1, 2)]),
+        P.InsertRequest(items=[item(12, key, 2)], release_chunk_keys=[key]),
+    )
+    assert [list(r.item_keys) for r in responses] == [[10, 11], [12]]
+    assert table_size(server) == 3
+
+
+# Each case builds its request around a chunk key no other test uses.
+MALFORMED = {
+    "unknown-chunk": (
+        lambda k: P.InsertRequest(items=[item(10, k)]),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "uses chunk",
+    ),
+    "slice-outside-chunk": (
+        lambda k: P.InsertRequest(chunks=[chunk(k, [1, 2])], items=[item(10, k, 1, 5)]),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "",
+    ),
+    "nan-priority": (
+        lambda k: P.InsertRequest(chunks=[chunk(k, [1])], items=[item(10, k, priority=math.nan)]),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "priority",
+    ),
+    "unknown-table": (
+        lambda k: P.InsertRequest(chunks=[chunk(k, [1])], items=[item(10, k, table="nope")]),
+        grpc.StatusCode.NOT_FOUND,
+        "nope",
+    ),
+    "payload-size": (
+        lambda k: P.InsertRequest(chunks=[chunk(k, [1], data=b"abc")]),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "is invalid",
+    ),
+    "negative-shape": (
+        lambda k: P.InsertRequest(chunks=[chunk(k, [1], shape=[-2])]),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "is invalid",
+    ),
+    "signature-dtype": (
+        lambda k: P.InsertRequest(chunks=[chunk(k, [1], dtype="<i4")], items=[item(10, k)]),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "",
+    ),
+    "no-columns": (
+        lambda k: P.InsertRequest(chunks=[chunk(k, [1])], items=[P.Item(key=10, table="t")]),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "no columns",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_malformed_inserts_are_refused_and_the_table_still_works(service, case):
+    server, channel, client = service
+    make, code, match = MALFORMED[case]
+    assert_refused(channel, code, match, make(fresh_key()))
+    assert table_size(server) == 0
+    client.insert({"x": np.ones(2, np.float32)}, priorities={"t": 1.0})
+    assert table_size(server) == 1
+
+
+def test_items_before_a_refused_one_are_confirmed_first(service):
+    server, channel, _ = service
+    key = fresh_key()
+    call = insert_stream(channel)(
+        iter(
+            [
+                P.InsertRequest(chunks=[chunk(key, [1])], items=[item(10, key)]),
+                P.InsertRequest(items=[item(11, key), item(12, key, table="nope")]),
+            ]
+        ),
+        timeout=SAFETY,
+    )
+    confirmed = []
+    with pytest.raises(grpc.RpcError) as caught:
+        for response in call:
+            confirmed.extend(response.item_keys)
+    assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+    assert confirmed == [10, 11] and table_size(server) == 2
+
+
+def test_sample_and_unary_calls_validate_their_requests(service):
+    server, channel, client = service
+    sample = channel.unary_stream(
+        f"/{P.SERVICE}/Sample",
+        request_serializer=P.SampleRequest.SerializeToString,
+        response_deserializer=P.SampleResponse.FromString,
+    )
+    with pytest.raises(grpc.RpcError) as caught:
+        list(sample(P.SampleRequest(table="t", num_samples=0), timeout=SAFETY))
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    with pytest.raises(grpc.RpcError) as caught:
+        list(sample(P.SampleRequest(table="t", num_samples=1, timeout_seconds=0.0), timeout=SAFETY))
+    assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    with pytest.raises(ValueError, match="same length"):
+        client._transport._unary(
+            client._transport._mutate_call,
+            P.MutatePrioritiesRequest(table="t", update_keys=[1, 2], update_priorities=[1.0]),
+            "MutatePriorities",
+        )
+    with pytest.raises(ValueError):
+        client.mutate_priorities("t", updates={1: math.nan})
+    with pytest.raises(NotImplementedError, match="checkpoint"):
+        client._transport.checkpoint()
+    client.insert({"x": np.ones(2, np.float32)}, priorities={"t": 1.0})
+    assert table_size(server) == 1
+
+
+def test_stopping_the_server_wakes_blocked_clients(service):
+    server, _, client = service
+    blocked_sample = Background(lambda: next(client.sample("q", emit_timesteps=False)))
+    writer = client.trajectory_writer(1)
+    for i in range(4):  # the queue holds 2: the rest wait on the server
+        writer.append({"x": np.float32(i)})
+        writer.create_item("q", 1.0, {"x": writer.history["x"][-1]})
+    blocked_flush = Background(writer.flush)
+    server.stop()
+    blocked_sample.join(SAFETY)
+    blocked_flush.join(SAFETY)
+    assert blocked_sample.error is not None
+    assert isinstance(blocked_flush.error, (resound.errors.CancelledError, ConnectionError))
+
+
+def test_a_client_that_vanishes_mid_stream_leaves_the_server_serving(service):
+    server, channel, client = service
+    gone = threading.Event()
+    key = fresh_key()
+
+    def requests():
+        yield P.InsertRequest(chunks=[chunk(key, [1, 2])], items=[item(10, key)])
+        gone.wait(SAFETY)  # the stream stays open until the client gives up
+
+    call = insert_stream(channel)(requests(), timeout=SAFETY)
+    assert list(next(call).item_keys) == [10]
+    call.cancel()
+    gone.set()
+    client.insert({"x": np.ones(2, np.float32)}, priorities={"t": 1.0})
+    assert table_size(server) == 2
+    assert len(list(client.sample("t", 2, emit_timesteps=False))) == 2
