@@ -1,0 +1,343 @@
+"""``resound-server``: serves tables described in a TOML file over gRPC.
+
+Usage::
+
+    resound-server --config server.toml [--host H] [--port P]
+
+It checks the whole config before it starts anything, logs its tables and
+address, serves until SIGINT or SIGTERM, then stops cleanly (blocked clients
+get an error, not a hang). See ``EXAMPLE_CONFIG`` (also in ``--help``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["ConfigError", "EXAMPLE_CONFIG", "load_config", "main", "tables_from_config"]
+
+_log = logging.getLogger("resound.server")
+
+EXAMPLE_CONFIG = """\
+# Where to serve. 127.0.0.1 admits only this machine; "0.0.0.0" (or "::")
+# serves every interface: do that on trusted networks only, the service has
+# no authentication. --host and --port override these.
+[server]
+host = "127.0.0.1"
+port = 8000
+
+# One [[tables]] block per table.
+[[tables]]
+name = "replay"
+sampler = "prioritized"        # uniform, prioritized, fifo, lifo, min_heap, max_heap
+priority_exponent = 0.8        # prioritized only
+remover = "fifo"               # the same choices as sampler
+max_size = 1_000_000
+max_times_sampled = 0          # 0: no limit
+signature.observation = { shape = [84, 84, 3], dtype = "uint8" }  # optional: the
+signature.action = { shape = [], dtype = "int32" }  # items' structure; -1: any size
+
+[tables.rate_limiter]          # min_size, sample_to_insert_ratio, queue or stack
+kind = "sample_to_insert_ratio"
+samples_per_insert = 4.0
+min_size_to_sample = 1000
+error_buffer = 400.0           # or [min_diff, max_diff]
+
+[[tables]]
+name = "queue"
+kind = "queue"                 # queue or stack: Table.queue / Table.stack
+max_size = 10_000
+"""
+
+_SELECTORS = ("uniform", "prioritized", "fifo", "lifo", "min_heap", "max_heap")
+_LIMITERS = ("min_size", "sample_to_insert_ratio", "queue", "stack")
+_TABLE_KINDS = ("table", "queue", "stack")
+_TABLE_KEYS = {
+    "name",
+    "kind",
+    "sampler",
+    "priority_exponent",
+    "remover",
+    "max_size",
+    "max_times_sampled",
+    "rate_limiter",
+    "signature",
+}
+
+
+class ConfigError(ValueError):
+    """A config the server cannot start from; the message names the key."""
+
+
+def load_config(path: str) -> dict[str, Any]:
+    """The parsed TOML file (ConfigError if it cannot be read or parsed)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    try:
+        with open(path, "rb") as file:
+            return tomllib.load(file)
+    except OSError as error:
+        raise ConfigError(f"cannot read config {path}: {error.strerror or error}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"config {path} is not valid TOML: {error}") from None
+
+
+def tables_from_config(config: dict[str, Any]) -> list[Any]:
+    """The resound.Table objects the config describes (ConfigError names the
+    first bad key and its allowed values)."""
+    import resound  # deferred: --help should not pay for the import
+
+    unknown = set(config) - {"server", "tables"}
+    if unknown:
+        raise ConfigError(f"unknown top-level key(s) {sorted(unknown)}; allowed: server, tables")
+    tables = config.get("tables")
+    if not isinstance(tables, list) or not tables:
+        raise ConfigError("tables: at least one [[tables]] block is required")
+    built = []
+    names: set[str] = set()
+    for index, table in enumerate(tables):
+        where = f"tables[{index}]"
+        if not isinstance(table, dict):
+            raise ConfigError(f"{where} must be a table ([[tables]] block)")
+        name = _get(table, "name", str, where)
+        where = f"tables[{index}] ({name!r})"
+        if name in names:
+            raise ConfigError(f"{where}.name: {name!r} is used by two tables")
+        names.add(name)
+        unknown = set(table) - _TABLE_KEYS
+        if unknown:
+            raise ConfigError(
+                f"{where}: unknown key(s) {sorted(unknown)}; allowed: {sorted(_TABLE_KEYS)}"
+            )
+        try:
+            built.append(_table(resound, table, name, where))
+        except ConfigError:
+            raise
+        except (ValueError, TypeError) as error:
+            raise ConfigError(f"{where}: {error}") from None
+    return built
+
+
+def _table(resound: Any, table: dict[str, Any], name: str, where: str) -> Any:
+    kind = table.get("kind", "table")
+    _choice(kind, _TABLE_KINDS, f"{where}.kind")
+    max_size = _get(table, "max_size", int, where)
+    if max_size < 1:
+        raise ConfigError(f"{where}.max_size must be >= 1, got {max_size}")
+    signature = _signature(resound, table.get("signature"), f"{where}.signature")
+    if kind != "table":
+        extra = set(table) - {"name", "kind", "max_size", "signature"}
+        if extra:
+            raise ConfigError(
+                f"{where}: a {kind} takes only name, max_size and signature, not {sorted(extra)}"
+            )
+        make = resound.Table.queue if kind == "queue" else resound.Table.stack
+        return make(name, max_size, signature=signature)
+    sampler = _selector(resound, table, "sampler", where)
+    remover = _selector(resound, table, "remover", where)
+    max_times_sampled = table.get("max_times_sampled", 0)
+    if not isinstance(max_times_sampled, int) or isinstance(max_times_sampled, bool):
+        raise ConfigError(f"{where}.max_times_sampled must be an integer >= 0")
+    limiter = _limiter(resound, table.get("rate_limiter"), max_size, f"{where}.rate_limiter")
+    return resound.Table(
+        name,
+        sampler,
+        remover,
+        max_size,
+        limiter,
+        max_times_sampled=max_times_sampled,
+        signature=signature,
+    )
+
+
+def _selector(resound: Any, table: dict[str, Any], key: str, where: str) -> Any:
+    kind = _get(table, key, str, where)
+    _choice(kind, _SELECTORS, f"{where}.{key}")
+    selectors = resound.selectors
+    if kind == "prioritized":
+        exponent = table.get("priority_exponent")
+        if not isinstance(exponent, (int, float)) or isinstance(exponent, bool):
+            raise ConfigError(
+                f"{where}.priority_exponent: a number in [0, 1] is required by a prioritized {key}"
+            )
+        return selectors.Prioritized(float(exponent))
+    return {
+        "uniform": selectors.Uniform,
+        "fifo": selectors.Fifo,
+        "lifo": selectors.Lifo,
+        "min_heap": selectors.MinHeap,
+        "max_heap": selectors.MaxHeap,
+    }[kind]()
+
+
+def _limiter(resound: Any, spec: Any, max_size: int, where: str) -> Any:
+    if not isinstance(spec, dict):
+        raise ConfigError(
+            f'{where} is required: a table such as {{ kind = "min_size", min_size_to_sample = 1 }}'
+            f"; kinds: {', '.join(_LIMITERS)}"
+        )
+    kind = _get(spec, "kind", str, where)
+    _choice(kind, _LIMITERS, f"{where}.kind")
+    limiters = resound.rate_limiters
+    allowed = {
+        "min_size": {"kind", "min_size_to_sample"},
+        "sample_to_insert_ratio": {
+            "kind",
+            "samples_per_insert",
+            "min_size_to_sample",
+            "error_buffer",
+        },
+        "queue": {"kind", "size"},
+        "stack": {"kind", "size"},
+    }[kind]
+    unknown = set(spec) - allowed
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown key(s) {sorted(unknown)} for {kind}; allowed: {sorted(allowed)}"
+        )
+    if kind == "min_size":
+        return limiters.MinSize(_get(spec, "min_size_to_sample", int, where))
+    if kind == "sample_to_insert_ratio":
+        buffer = spec.get("error_buffer")
+        if isinstance(buffer, list):
+            buffer = tuple(buffer)
+        if buffer is None:
+            raise ConfigError(
+                f"{where}.error_buffer is required (a number or [min_diff, max_diff])"
+            )
+        return limiters.SampleToInsertRatio(
+            _get(spec, "samples_per_insert", (int, float), where),
+            _get(spec, "min_size_to_sample", int, where),
+            buffer,
+        )
+    size = spec.get("size", max_size)
+    limiter = limiters.Queue if kind == "queue" else limiters.Stack
+    return limiter(size)
+
+
+def _signature(resound: Any, spec: Any, where: str) -> Any:
+    if spec is None:
+        return None
+    if isinstance(spec, dict) and set(spec) <= {"shape", "dtype"} and "dtype" in spec:
+        shape = spec.get("shape", [])
+        if not isinstance(shape, list) or not all(
+            isinstance(d, int) and not isinstance(d, bool) for d in shape
+        ):
+            raise ConfigError(f"{where}.shape must be a list of integers (-1: unknown size)")
+        import numpy as np
+
+        try:
+            dtype = np.dtype(spec["dtype"])
+        except TypeError:
+            raise ConfigError(
+                f"{where}.dtype: {spec['dtype']!r} is not a numpy dtype name (e.g. float32, uint8)"
+            ) from None
+        return resound.TensorSpec([None if d < 0 else d for d in shape], dtype)
+    if isinstance(spec, dict):
+        return {key: _signature(resound, value, f"{where}.{key}") for key, value in spec.items()}
+    if isinstance(spec, list):
+        return [_signature(resound, value, f"{where}[{i}]") for i, value in enumerate(spec)]
+    raise ConfigError(
+        f'{where} must be {{ shape = [...], dtype = "..." }} or a table or list of them'
+    )
+
+
+def _get(table: dict[str, Any], key: str, kind: Any, where: str) -> Any:
+    if key not in table:
+        raise ConfigError(f"{where}.{key} is required")
+    value = table[key]
+    if isinstance(value, bool) or not isinstance(value, kind):
+        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise ConfigError(f"{where}.{key} must be {names}, got {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{where}.{key} must be finite, got {value!r}")
+    return value
+
+
+def _choice(value: Any, allowed: Sequence[str], where: str) -> None:
+    if value not in allowed:
+        raise ConfigError(f"{where}: {value!r} is not one of {', '.join(allowed)}")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="resound-server",
+        description="Serve resound replay tables over gRPC until SIGINT or SIGTERM.",
+        epilog="Example config (TOML):\n\n" + EXAMPLE_CONFIG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--config", required=True, metavar="FILE", help="TOML file with [server] and [[tables]]"
+    )
+    parser.add_argument(
+        "--host",
+        help="interface to serve on (default: the config's, else 127.0.0.1; 0.0.0.0 serves all)",
+    )
+    parser.add_argument(
+        "--port", type=int, help="port to serve on (default: the config's, else a free one)"
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the command; returns its exit status (0 after a clean stop, 2 for
+    a bad config or arguments)."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s resound-server %(message)s")
+    try:
+        config = load_config(args.config)
+        server_config = config.get("server", {})
+        if not isinstance(server_config, dict):
+            raise ConfigError("server must be a table ([server])")
+        unknown = set(server_config) - {"host", "port"}
+        if unknown:
+            raise ConfigError(f"server: unknown key(s) {sorted(unknown)}; allowed: host, port")
+        host = args.host or server_config.get("host", "127.0.0.1")
+        port = args.port if args.port is not None else server_config.get("port")
+        if not isinstance(host, str) or not host:
+            raise ConfigError(f"server.host must be a nonempty string, got {host!r}")
+        if port is not None and (
+            not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536
+        ):
+            raise ConfigError(f"server.port must be an integer in [1, 65535], got {port!r}")
+        tables = tables_from_config(config)
+    except ConfigError as error:
+        print(f"resound-server: {error}", file=sys.stderr)
+        return 2
+
+    import resound
+
+    try:
+        server = resound.Server(tables, port=port, host=host)
+    except ValueError as error:
+        print(f"resound-server: {error}", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+
+    def request_stop(signum: int, frame: Any) -> None:
+        del frame
+        _log.info("received %s, stopping", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    for table in tables:
+        _log.info("table %s", table)
+    _log.info("serving %d table(s) on %s:%d", len(tables), host, server.port)
+    while not stop.wait(0.5):
+        pass
+    server.stop()
+    _log.info("stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

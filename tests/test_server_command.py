@@ -1,0 +1,154 @@
+"""``resound-server`` as a subprocess: it serves the tables of its TOML
+config until SIGTERM (then exits 0), explains itself in --help, and refuses a
+bad config with a message naming the key, before starting anything."""
+
+from __future__ import annotations
+
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import resound
+from resound.server_command import EXAMPLE_CONFIG
+
+from conftest import SAFETY
+
+GOOD_CONFIG = """
+[server]
+host = "127.0.0.1"
+
+[[tables]]
+name = "replay"
+sampler = "prioritized"
+priority_exponent = 0.8
+remover = "fifo"
+max_size = 100
+rate_limiter = { kind = "min_size", min_size_to_sample = 1 }
+signature = { obs = { shape = [3], dtype = "float32" } }
+
+[[tables]]
+name = "queue"
+kind = "queue"
+max_size = 10
+"""
+
+
+def command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "resound.server_command", *args]
+
+
+class Served:
+    """A resound-server process and the lines it logs."""
+
+    def __init__(self, config: Path) -> None:
+        self.process = subprocess.Popen(
+            command("--config", str(config)),
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            text=True,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.lines.put(line)
+        self.lines.put("")
+
+    def wait_for(self, pattern: str) -> re.Match[str]:
+        seen = []
+        while True:
+            line = self.lines.get(timeout=SAFETY)
+            seen.append(line)
+            assert line, f"the server exited before logging {pattern!r}: {''.join(seen)}"
+            match = re.search(pattern, line)
+            if match:
+                return match
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    path = tmp_path / "server.toml"
+    path.write_text(GOOD_CONFIG)
+    return path
+
+
+def test_serves_the_configured_tables_until_sigterm(config):
+    served = Served(config)
+    try:
+        port = int(served.wait_for(r"serving 2 table\(s\) on 127\.0\.0\.1:(\d+)").group(1))
+        client = resound.Client(f"127.0.0.1:{port}")
+        info = client.server_info()
+        assert sorted(info) == ["queue", "replay"]
+        assert info["replay"].max_size == 100 and info["queue"].max_times_sampled == 1
+        assert info["replay"].signature == {"obs": resound.TensorSpec([3], np.float32)}
+        client.insert({"obs": np.arange(3, dtype=np.float32)}, priorities={"replay": 1.0})
+        sample = next(client.sample("replay", emit_timesteps=False, timeout=SAFETY))
+        np.testing.assert_array_equal(sample.data["obs"] if isinstance(sample.data, dict)
+                                      else sample.data[0], [[0, 1, 2]])  # fmt: skip
+        with pytest.raises(ValueError):
+            client.insert({"obs": np.zeros(4, np.float32)}, priorities={"replay": 1.0})
+    finally:
+        served.process.send_signal(signal.SIGTERM)
+        assert served.process.wait(timeout=SAFETY) == 0
+    served.wait_for("received SIGTERM, stopping")
+
+
+def test_help_explains_the_options_with_an_example():
+    result = subprocess.run(command("--help"), capture_output=True, text=True, timeout=SAFETY)
+    assert result.returncode == 0
+    for text in ("--config", "--host", "--port", "[[tables]]", "rate_limiter", "0.0.0.0"):
+        assert text in result.stdout
+
+
+def test_the_example_config_is_valid(tmp_path):
+    from resound.server_command import load_config, tables_from_config
+
+    path = tmp_path / "example.toml"
+    path.write_text(EXAMPLE_CONFIG)
+    tables = tables_from_config(load_config(str(path)))
+    assert [table.name for table in tables] == ["replay", "queue"]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (('sampler = "prioritized"', 'sampler = "random"'), "'random' is not one of uniform"),
+        (("max_size = 100", "max_size = -5"), "max_size must be >= 1"),
+        (('name = "replay"\n', ""), "tables[0].name is required"),
+        (("priority_exponent = 0.8\n", ""), "priority_exponent"),
+        (('kind = "min_size"', 'kind = "fast"'), "'fast' is not one of min_size"),
+        (('dtype = "float32"', 'dtype = "float33"'), "float33"),
+        (("max_size = 10\n", "max_size = 10\ncolour = 1\n"), "colour"),
+        (('host = "127.0.0.1"', "host = 5"), "server.host"),
+        (("[server]", "[server]\nport = 70000"), "server.port"),
+        (("[[tables]]", "[[tables]"), "not valid TOML"),
+    ],
+)
+def test_a_bad_config_exits_non_zero_naming_the_key(tmp_path, change, message):
+    path = tmp_path / "bad.toml"
+    old, new = change
+    assert old in GOOD_CONFIG
+    path.write_text(GOOD_CONFIG.replace(old, new, 1))
+    result = subprocess.run(
+        command("--config", str(path)), capture_output=True, text=True, timeout=SAFETY
+    )
+    assert result.returncode == 2
+    assert message in result.stderr, result.stderr
+    assert "serving" not in result.stderr  # nothing was started
+
+
+def test_a_missing_config_file_is_reported(tmp_path):
+    result = subprocess.run(
+        command("--config", str(tmp_path / "nope.toml")), capture_output=True, text=True,
+        timeout=SAFETY,
+    )  # fmt: skip
+    assert result.returncode == 2 and "cannot read config" in result.stderr
