@@ -79,7 +79,7 @@ def test_checkpointer_is_not_supported_yet() -> None:
 
 def test_a_port_cannot_be_served_twice_in_one_process() -> None:
     first = resound.Server([uniform_table()])
-    with pytest.raises(ValueError, match=f"port {first.port} is already served"):
+    with pytest.raises(ValueError, match=f"port {first.port} is already in use"):
         resound.Server([uniform_table()], port=first.port)
     first.stop()
     second = resound.Server([uniform_table()], port=first.port)  # free again after stop
