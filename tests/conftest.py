@@ -7,9 +7,15 @@ duration (a chunk lives only while a handle or an item references it).
 from __future__ import annotations
 
 import itertools
+import queue
+import re
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -195,3 +201,47 @@ def serve(request: Any) -> Iterator[Callable[..., tuple[resound.Server, resound.
     yield make
     for server in servers:
         server.stop()
+
+
+def server_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "resound.server_command", *args]
+
+
+class ServerProcess:
+    """A resound-server process (``--config config``) and the lines it logs."""
+
+    def __init__(self, config: Path) -> None:
+        self.process = subprocess.Popen(
+            server_command("--config", str(config)),
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            text=True,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        """Signals the server, waits for it to exit; its exit status."""
+        self.process.send_signal(sig)
+        status = self.process.wait(timeout=SAFETY)
+        self._reader.join(SAFETY)
+        assert self.process.stderr is not None
+        self.process.stderr.close()
+        return status
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.lines.put(line)
+        self.lines.put("")
+
+    def wait_for(self, pattern: str) -> re.Match[str]:
+        seen = []
+        while True:
+            line = self.lines.get(timeout=SAFETY)
+            seen.append(line)
+            assert line, f"the server exited before logging {pattern!r}: {''.join(seen)}"
+            match = re.search(pattern, line)
+            if match:
+                return match

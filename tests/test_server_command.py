@@ -4,12 +4,7 @@ bad config with a message naming the key, before starting anything."""
 
 from __future__ import annotations
 
-import queue
-import re
-import signal
 import subprocess
-import sys
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +13,7 @@ import pytest
 import resound
 from resound.server_command import EXAMPLE_CONFIG
 
-from conftest import SAFETY
+from conftest import SAFETY, ServerProcess, server_command
 
 GOOD_CONFIG = """
 [server]
@@ -40,40 +35,6 @@ max_size = 10
 """
 
 
-def command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "resound.server_command", *args]
-
-
-class Served:
-    """A resound-server process and the lines it logs."""
-
-    def __init__(self, config: Path) -> None:
-        self.process = subprocess.Popen(
-            command("--config", str(config)),
-            stderr=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            text=True,
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.process.stderr is not None
-        for line in self.process.stderr:
-            self.lines.put(line)
-        self.lines.put("")
-
-    def wait_for(self, pattern: str) -> re.Match[str]:
-        seen = []
-        while True:
-            line = self.lines.get(timeout=SAFETY)
-            seen.append(line)
-            assert line, f"the server exited before logging {pattern!r}: {''.join(seen)}"
-            match = re.search(pattern, line)
-            if match:
-                return match
-
-
 @pytest.fixture
 def config(tmp_path: Path) -> Path:
     path = tmp_path / "server.toml"
@@ -82,7 +43,7 @@ def config(tmp_path: Path) -> Path:
 
 
 def test_serves_the_configured_tables_until_sigterm(config):
-    served = Served(config)
+    served = ServerProcess(config)
     try:
         port = int(served.wait_for(r"serving 2 table\(s\) on 127\.0\.0\.1:(\d+)").group(1))
         client = resound.Client(f"127.0.0.1:{port}")
@@ -97,13 +58,14 @@ def test_serves_the_configured_tables_until_sigterm(config):
         with pytest.raises(ValueError):
             client.insert({"obs": np.zeros(4, np.float32)}, priorities={"replay": 1.0})
     finally:
-        served.process.send_signal(signal.SIGTERM)
-        assert served.process.wait(timeout=SAFETY) == 0
+        assert served.stop() == 0
     served.wait_for("received SIGTERM, stopping")
 
 
 def test_help_explains_the_options_with_an_example():
-    result = subprocess.run(command("--help"), capture_output=True, text=True, timeout=SAFETY)
+    result = subprocess.run(
+        server_command("--help"), capture_output=True, text=True, timeout=SAFETY
+    )
     assert result.returncode == 0
     for text in ("--config", "--host", "--port", "[[tables]]", "rate_limiter", "0.0.0.0"):
         assert text in result.stdout
@@ -139,7 +101,7 @@ def test_a_bad_config_exits_non_zero_naming_the_key(tmp_path, change, message):
     assert old in GOOD_CONFIG
     path.write_text(GOOD_CONFIG.replace(old, new, 1))
     result = subprocess.run(
-        command("--config", str(path)), capture_output=True, text=True, timeout=SAFETY
+        server_command("--config", str(path)), capture_output=True, text=True, timeout=SAFETY
     )
     assert result.returncode == 2
     assert message in result.stderr, result.stderr
@@ -148,7 +110,7 @@ def test_a_bad_config_exits_non_zero_naming_the_key(tmp_path, change, message):
 
 def test_a_missing_config_file_is_reported(tmp_path):
     result = subprocess.run(
-        command("--config", str(tmp_path / "nope.toml")), capture_output=True, text=True,
+        server_command("--config", str(tmp_path / "nope.toml")), capture_output=True, text=True,
         timeout=SAFETY,
     )  # fmt: skip
     assert result.returncode == 2 and "cannot read config" in result.stderr
