@@ -1,0 +1,75 @@
+"""What a trajectory writer promises over gRPC, where items are confirmed
+asynchronously: flush waits for confirmations (and honours its timeout on a
+rate-limited table), a refused item surfaces as an error on the writer's next
+call, and a dropped writer's stream thread ends."""
+
+from __future__ import annotations
+
+import gc
+import threading
+
+import numpy as np
+import pytest
+
+import resound
+
+from conftest import SAFETY, wait_until
+
+
+@pytest.fixture
+def remote():
+    servers = []
+
+    def make(*tables: resound.Table) -> tuple[resound.Server, resound.Client]:
+        server = resound.Server(list(tables))
+        servers.append(server)
+        return server, resound.Client(f"127.0.0.1:{server.port}", transport="grpc")
+
+    yield make
+    for server in servers:
+        server.stop()
+
+
+def write(writer: resound.TrajectoryWriter, table: str, values: range) -> None:
+    for value in values:
+        writer.append({"x": np.float32(value)})
+        writer.create_item(table, 1.0, {"x": writer.history["x"][-1]})
+
+
+def test_flush_waits_for_confirmation_and_honours_its_timeout(remote):
+    server, client = remote(resound.Table.queue("q", 1))
+    writer = client.trajectory_writer(1)
+    write(writer, "q", range(3))  # the queue holds one: two wait on the server
+    with pytest.raises(resound.DeadlineExceededError):
+        writer.flush(timeout_ms=50)
+    assert writer.num_pending_items >= 1
+    taken = []
+    while len(taken) < 3:
+        taken += [s.data[0] for s in client.sample("q", 1, emit_timesteps=False, timeout=SAFETY)]
+    writer.flush(timeout_ms=int(SAFETY * 1000))
+    assert taken == [0, 1, 2] and writer.num_pending_items == 0
+
+
+def test_an_item_the_server_refuses_fails_the_writer(remote):
+    table = resound.Table.queue("q", 10, signature={"x": resound.TensorSpec([], np.int64)})
+    server, client = remote(table)
+    writer = client.trajectory_writer(1, validate_items=False)
+    write(writer, "q", range(2))  # float32 into an int64 column: the server refuses
+    with pytest.raises(ValueError, match="Insert"):
+        writer.flush(timeout_ms=int(SAFETY * 1000))
+    with pytest.raises(ValueError):
+        writer.append({"x": np.float32(0)})
+    assert server.table("q").info.current_size == 0
+
+
+def test_a_dropped_writer_stops_its_stream_thread(remote):
+    server, client = remote(resound.Table.queue("q", 10))
+    writer = client.trajectory_writer(1)
+    write(writer, "q", range(2))
+    writer.flush()
+    threads = {t for t in threading.enumerate() if t.name == "resound-insert-stream"}
+    assert threads
+    del writer
+    gc.collect()
+    wait_until(lambda: not any(t.is_alive() for t in threads), "the stream thread ended")
+    assert server.table("q").info.current_size == 2
