@@ -77,7 +77,13 @@ class RemoteTransport:
 
     def __init__(self, address: str) -> None:
         self._address = address
-        self._channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+        self._channel = grpc.insecure_channel(
+            address,
+            # A subchannel of its own: gRPC otherwise shares connections per
+            # address across channels, and one that failed against an earlier
+            # server on the same port would fail this client too (backoff).
+            options=[*CHANNEL_OPTIONS, ("grpc.use_local_subchannel_pool", 1)],
+        )
         P = _proto  # noqa: N806 - the message module
 
         def method(name: str, kind: str, request: Any, response: Any) -> Any:
