@@ -320,30 +320,30 @@ def _runs_by_table(items: Any) -> Iterator[tuple[str, list[Any]]]:
 def _sample_responses(batch: Any, limit: int) -> Iterator[Any]:
     """Responses of at most ``limit`` items and about _RESPONSE_BYTES of
     chunks each, every chunk an item uses sent once per response."""
-    items: list[Any] = []
-    chunks: dict[int, Any] = {}
-    size = 0
+    response = _proto.SampleResponse()
+    sent: set[int] = set()
+    count = size = 0
     for sample in batch:
         item_chunks = sample.chunks
-        new = [c for c in item_chunks if c.key not in chunks]
+        new = [c for c in item_chunks if c.key not in sent]
         new_bytes = sum(c.nbytes for c in new)
-        if items and (len(items) >= limit or size + new_bytes > _RESPONSE_BYTES):
-            yield _proto.SampleResponse(chunks=list(chunks.values()), items=items)
-            items, chunks, size = [], {}, 0
+        if count and (count >= limit or size + new_bytes > _RESPONSE_BYTES):
+            yield response
+            response, sent, count, size = _proto.SampleResponse(), set(), 0, 0
             new, new_bytes = list(item_chunks), sum(c.nbytes for c in item_chunks)
-        for chunk in new:
-            chunks[chunk.key] = wire.chunk_message(chunk)
+        for chunk in new:  # built in place: passing messages in copies them
+            wire.fill_chunk(response.chunks.add(), chunk)
+            sent.add(chunk.key)
         size += new_bytes
-        items.append(
-            _proto.SampledItem(
-                key=sample.key,
-                priority=sample.priority,
-                times_sampled=sample.times_sampled,
-                probability=sample.probability,
-                table_size=sample.table_size,
-                rate_limited=sample.rate_limited,
-                columns=wire.columns_message(sample.trajectory),
-            )
+        item = response.items.add(
+            key=sample.key,
+            priority=sample.priority,
+            times_sampled=sample.times_sampled,
+            probability=sample.probability,
+            table_size=sample.table_size,
+            rate_limited=sample.rate_limited,
         )
-    if items:
-        yield _proto.SampleResponse(chunks=list(chunks.values()), items=items)
+        wire.fill_columns(item.columns, sample.trajectory)
+        count += 1
+    if count:
+        yield response

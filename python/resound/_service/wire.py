@@ -27,18 +27,24 @@ Trajectory = list[tuple[list[tuple[int, int, int]], bool]]
 
 def chunk_message(chunk: Any) -> Any:
     """The message of a core chunk (its payload copied as stored)."""
-    return _proto.Chunk(
-        key=chunk.key,
-        dtype=chunk.dtype,
-        shape=chunk.shape,
-        num_steps=chunk.num_steps,
-        compression=chunk.compression,
-        delta_encoded=chunk.delta_encoded,
-        episode_id=chunk.episode_id,
-        start_step=chunk.start_step,
-        end_step=chunk.end_step,
-        data=bytes(memoryview(chunk)),
-    )
+    message = _proto.Chunk()
+    fill_chunk(message, chunk)
+    return message
+
+
+def fill_chunk(message: Any, chunk: Any) -> None:
+    """Sets a Chunk message (e.g. one from ``repeated.add()``, which builds it
+    in place: constructing messages and passing them in copies them)."""
+    message.key = chunk.key
+    message.dtype = chunk.dtype
+    message.shape.extend(chunk.shape)
+    message.num_steps = chunk.num_steps
+    message.compression = chunk.compression
+    message.delta_encoded = chunk.delta_encoded
+    message.episode_id = chunk.episode_id
+    message.start_step = chunk.start_step
+    message.end_step = chunk.end_step
+    message.data = bytes(memoryview(chunk))
 
 
 def add_chunk(store: _core.ChunkStore, message: Any) -> _core.Chunk:
@@ -55,6 +61,16 @@ def add_chunk(store: _core.ChunkStore, message: Any) -> _core.Chunk:
         message.start_step,
         message.end_step,
     )
+
+
+def fill_columns(columns: Any, trajectory: Trajectory) -> None:
+    """Appends a core trajectory to a repeated Column field, in place."""
+    for slices, squeeze in trajectory:
+        column = columns.add()
+        column.squeeze = squeeze
+        add = column.slices.add
+        for key, offset, length in slices:
+            add(chunk_key=key, offset=offset, length=length)
 
 
 def columns_message(trajectory: Trajectory) -> list[Any]:

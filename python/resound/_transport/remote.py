@@ -408,32 +408,31 @@ class InsertStream:
             yield message
 
     def _next_message_locked(self) -> Any:
-        chunks = []
-        items = []
-        size = 0
+        # Built in place with add(): messages constructed on their own and
+        # passed in would be copied.
+        request = _proto.InsertRequest()
+        add_chunk, add_item = request.chunks.add, request.items.add
+        count = size = 0
         store = self._transport._store
-        while self._queue and len(items) < _MAX_ITEMS_PER_MESSAGE and size < _MAX_BYTES_PER_MESSAGE:
-            entry = self._queue.popleft()
+        sent, handles, queue = self._sent, self._handles, self._queue
+        while queue and count < _MAX_ITEMS_PER_MESSAGE and size < _MAX_BYTES_PER_MESSAGE:
+            entry = queue.popleft()
             for chunk_key in entry.chunk_keys:
-                if chunk_key not in self._sent:
-                    handle = self._handles[chunk_key]
-                    chunks.append(wire.chunk_message(handle))
+                if chunk_key not in sent:
+                    handle = handles[chunk_key]
+                    wire.fill_chunk(add_chunk(), handle)
                     size += handle.nbytes
-                    self._sent.add(chunk_key)
-            items.append(
-                _proto.Item(
-                    key=entry.key,
-                    table=entry.table,
-                    priority=entry.priority,
-                    columns=wire.columns_message(entry.trajectory),
-                )
-            )
+                    sent.add(chunk_key)
+            item = add_item(key=entry.key, table=entry.table, priority=entry.priority)
+            wire.fill_columns(item.columns, entry.trajectory)
             self._unconfirmed.append(entry)
+            count += 1
         # Chunks no item can use any more: neither a waiting item nor a live
         # reference of the writer (whose chunks the local store still has).
-        released = [k for k in self._sent if k not in self._handles and k not in store]
-        self._sent.difference_update(released)
-        return _proto.InsertRequest(chunks=chunks, items=items, release_chunk_keys=released)
+        released = [k for k in sent if k not in handles and k not in store]
+        sent.difference_update(released)
+        request.release_chunk_keys.extend(released)
+        return request
 
     def _confirm(self, keys: Any) -> None:
         with self._lock:
