@@ -208,7 +208,8 @@ def test_sample_and_unary_calls_validate_their_requests(service):
 
 def test_stopping_the_server_wakes_blocked_clients(service):
     server, _, client = service
-    blocked_sample = Background(lambda: next(client.sample("q", emit_timesteps=False)))
+    # 't' stays empty: its sampler waits until the server stops.
+    blocked_sample = Background(lambda: next(client.sample("t", emit_timesteps=False)))
     writer = client.trajectory_writer(1)
     for i in range(4):  # the queue holds 2: the rest wait on the server
         writer.append({"x": np.float32(i)})
