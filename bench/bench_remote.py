@@ -1,0 +1,261 @@
+"""resound over gRPC against dm-reverb over gRPC: the server runs in another
+process, the client here (the "remote" column of /work/shared/anchors.md).
+
+Workloads (4 KB payloads unless said otherwise):
+  * insert_writer: append + create_item over the last step, flush at the end
+    (400 B, 4 KB, 400 KB);
+  * insert_trajectory: one step appended, one item over the last 10 steps;
+  * sample_uniform / sample_prioritized: client.sample(table, 256), every
+    sample consumed, tables of 20,000 items (2,000 at 400 KB);
+  * sample_batch (resound only; compared with Reverb's client.sample).
+
+Each library's server is a fresh subprocess per workload (`resound-server`
+logic through resound.Server; reverb.Server for dm-reverb); dm-reverb is
+measured when `import reverb` works in this interpreter, otherwise the
+anchors' remote figures are the reference and the table says so. Rates are
+medians of 3 timed repeats, flushes included.
+
+Targets (anchors.md): writer inserts at 4 KB >= 2x; sampling 256/call at
+4 KB >= 3x and at 400 KB >= 2x.
+
+Usage: python bench/bench_remote.py [--quick] [--no-reverb]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from _common import fmt_rate, print_table
+
+PAYLOADS = {"400 B": 100, "4 KB": 1_000, "400 KB": 100_000}
+ANCHORS = {  # dm-reverb 0.14.0, remote column of anchors.md (items/s)
+    ("insert_writer", "400 B"): 19_900,
+    ("insert_writer", "4 KB"): 20_400,
+    ("insert_writer", "400 KB"): 2_150,
+    ("insert_trajectory", "4 KB"): 13_300,
+    ("sample_uniform", "4 KB"): 7_200,
+    ("sample_uniform", "400 KB"): 1_600,
+    ("sample_prioritized", "4 KB"): 7_800,
+    ("sample_prioritized", "400 KB"): 1_800,
+    ("sample_batch", "4 KB"): 7_200,
+    ("sample_batch", "400 KB"): 1_600,
+}
+TARGETS = {
+    ("insert_writer", "4 KB"): 2.0,
+    ("insert_trajectory", "4 KB"): 2.0,
+    ("sample_uniform", "4 KB"): 3.0,
+    ("sample_prioritized", "4 KB"): 3.0,
+    ("sample_uniform", "400 KB"): 2.0,
+    ("sample_prioritized", "400 KB"): 2.0,
+    ("sample_batch", "4 KB"): 3.0,
+    ("sample_batch", "400 KB"): 2.0,
+}
+
+# The server process: builds the tables of a JSON spec with the library
+# given, prints its port, serves until its stdin closes.
+SERVER = r"""
+import json, socket, sys
+lib, spec = sys.argv[1], json.loads(sys.argv[2])
+mod = __import__(lib)
+def table(t):
+    sampler = mod.selectors.Prioritized(0.6) if t["prioritized"] else mod.selectors.Uniform()
+    return mod.Table(name=t["name"], sampler=sampler, remover=mod.selectors.Fifo(),
+                     max_size=t["max_size"], rate_limiter=mod.rate_limiters.MinSize(1))
+tables = [table(t) for t in spec]
+if lib == "reverb":
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = mod.Server(tables, port=port)
+else:
+    server = mod.Server(tables)
+    port = server.port
+print(port, flush=True)
+sys.stdin.read()
+server.stop()
+"""
+
+
+class ServerProcess:
+    def __init__(self, lib: str, tables: list[dict[str, Any]]) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", SERVER, lib, json.dumps(tables)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        self.port = int(self.process.stdout.readline())
+
+    def stop(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=60)
+        assert self.process.stdout is not None
+        self.process.stdout.close()
+
+
+def client_for(lib: str, port: int) -> Any:
+    mod = __import__(lib)
+    if lib == "resound":
+        return mod.Client(f"localhost:{port}", transport="grpc")
+    return mod.Client(f"localhost:{port}")
+
+
+def payload_array(size: int) -> np.ndarray:
+    raw = np.random.default_rng(0).integers(0, 256, size * 4, dtype=np.uint8)
+    return raw.view(np.float32).copy()
+
+
+def timed(step: Callable[[], int], seconds: float, finish: Callable[[], None]) -> float:
+    start = time.perf_counter()
+    units = 0
+    while time.perf_counter() < start + seconds:
+        units += step()
+    finish()
+    return units / (time.perf_counter() - start)
+
+
+def insert(lib: str, payload: str, seconds: float, history: int) -> float:
+    x = payload_array(PAYLOADS[payload])
+    max_size = 1_000 if payload == "400 KB" else 20_000
+    server = ServerProcess(lib, [{"name": "t", "prioritized": False, "max_size": max_size}])
+    try:
+        writer = client_for(lib, server.port).trajectory_writer(num_keep_alive_refs=history)
+        for _ in range(history):
+            writer.append({"obs": x})
+        block = 10 if payload == "400 KB" else 100
+
+        def step() -> int:
+            for _ in range(block):
+                writer.append({"obs": x})
+                column = (
+                    writer.history["obs"][-1] if history == 1 else writer.history["obs"][-history:]
+                )
+                writer.create_item("t", 1.0, {"obs": column})
+            return block
+
+        timed(step, min(seconds, 1.0), writer.flush)  # warm-up
+        rate = statistics.median(timed(step, seconds, writer.flush) for _ in range(3))
+        writer.close()
+        return rate
+    finally:
+        server.stop()
+
+
+def sample(lib: str, payload: str, seconds: float, items: int, mode: str) -> float:
+    x = payload_array(PAYLOADS[payload])
+    items = min(items, 2_000) if payload == "400 KB" else items
+    table = "p" if mode == "prioritized" else "u"
+    spec = [
+        {"name": "u", "prioritized": False, "max_size": items},
+        {"name": "p", "prioritized": True, "max_size": items},
+    ]
+    server = ServerProcess(lib, spec)
+    try:
+        client = client_for(lib, server.port)
+        with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+            for index in range(items):
+                writer.append({"obs": x})
+                writer.create_item(table, 1.0, {"obs": writer.history["obs"][-1:]})
+                if index % 256 == 255:
+                    writer.flush()
+        if mode == "batch":
+
+            def step() -> int:
+                return len(client.sample_batch(table, 256).info.key)
+        else:
+
+            def step() -> int:
+                return sum(1 for _ in client.sample(table, num_samples=256, emit_timesteps=False))
+
+        return statistics.median(timed(step, seconds, lambda: None) for _ in range(3))
+    finally:
+        server.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="short runs (smoke)")
+    parser.add_argument("--no-reverb", action="store_true", help="compare with the anchors")
+    args = parser.parse_args()
+    seconds = 0.5 if args.quick else 3.0
+    items = 2_000 if args.quick else 20_000
+    libs = ["resound"]
+    if not args.no_reverb:
+        try:
+            __import__("reverb")
+            libs.append("reverb")
+            print("dm-reverb imported: its server runs in another process too")
+        except ImportError:
+            print("dm-reverb not importable here: the anchors' remote figures are the reference")
+    workloads: list[tuple[str, str, Callable[[str], float]]] = []
+    for payload in PAYLOADS:
+        workloads.append(
+            ("insert_writer", payload, lambda lib, p=payload: insert(lib, p, seconds, 1))
+        )
+    workloads.append(("insert_trajectory", "4 KB", lambda lib: insert(lib, "4 KB", seconds, 10)))
+    for payload in ("4 KB", "400 KB"):
+        for mode in ("uniform", "prioritized"):
+            workloads.append(
+                (
+                    f"sample_{mode}",
+                    payload,
+                    lambda lib, p=payload, m=mode: sample(lib, p, seconds, items, m),
+                )
+            )
+        workloads.append(
+            (
+                "sample_batch",
+                payload,
+                lambda lib, p=payload: sample(lib, p, seconds, items, "batch"),
+            )
+        )
+    rows = []
+    for name, payload, run in workloads:
+        ours = run("resound")
+        print(f"  {name:20s} {payload:7s} resound {fmt_rate(ours):>10s}", flush=True)
+        if "reverb" in libs and name != "sample_batch":
+            reference, label = run("reverb"), "same run"
+            print(f"  {name:20s} {payload:7s} reverb  {fmt_rate(reference):>10s}", flush=True)
+        elif "reverb" in libs:
+            reference = next(
+                (r[3] for r in rows if r[0] == "sample_uniform" and r[1] == payload), 0
+            )
+            label = "[sample_uniform]"
+        else:
+            reference, label = ANCHORS.get((name, payload), 0.0), "anchor"
+        ratio = ours / reference if reference else float("nan")
+        target = TARGETS.get((name, payload))
+        met = "-" if target is None else ("yes" if ratio >= target else "NO")
+        rows.append([name, payload, ours, reference, label, ratio, target, met])
+    print_table(
+        "resound over gRPC vs dm-reverb over gRPC (server in another process; medians of 3)",
+        ["workload", "payload", "resound", "reverb", "ratio", "target", "met"],
+        [
+            [
+                n,
+                p,
+                fmt_rate(o),
+                f"{fmt_rate(r)} ({lab})",
+                f"{x:.2f}x",
+                "-" if t is None else f">={t:g}x",
+                m,
+            ]
+            for n, p, o, r, lab, x, t, m in rows
+        ],
+    )
+
+
+if __name__ == "__main__":
+    main()
