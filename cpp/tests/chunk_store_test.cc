@@ -39,16 +39,6 @@ std::vector<std::byte> Bytes(size_t size, uint64_t seed) {
   return bytes;
 }
 
-template <typename Error, typename Fn>
-bool Throws(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error&) {
-    return true;
-  }
-  return false;
-}
-
 void Layout() {
   ChunkStore store;
   for (const auto& shape : {std::vector<int64_t>{}, std::vector<int64_t>{3}, std::vector<int64_t>{2, 0, 4},

@@ -32,16 +32,6 @@ int32_t FirstValue(const std::byte* data) {
   return value;
 }
 
-template <typename Error, typename Fn>
-bool Throws(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error&) {
-    return true;
-  }
-  return false;
-}
-
 void ChunksOfTheConfiguredLength() {
   auto store = std::make_shared<ChunkStore>();
   ColumnChunker chunker(store, DType::Parse("<i4"), {2}, 3, 100);
