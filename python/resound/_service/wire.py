@@ -13,8 +13,10 @@ from resound import _core, _proto, item_selectors, specs
 from resound.table_info import RateLimiterCallStats, RateLimiterInfo, TableInfo
 
 __all__ = [
-    "chunk_message",
-    "columns_message",
+    "add_chunk",
+    "chunk_keys",
+    "fill_chunk",
+    "fill_columns",
     "table_info_from_message",
     "table_info_message",
     "trajectory_of",
@@ -23,13 +25,6 @@ __all__ = [
 # A trajectory as the core takes it: columns of (slices, squeeze), slices of
 # (chunk_key, offset, length).
 Trajectory = list[tuple[list[tuple[int, int, int]], bool]]
-
-
-def chunk_message(chunk: Any) -> Any:
-    """The message of a core chunk (its payload copied as stored)."""
-    message = _proto.Chunk()
-    fill_chunk(message, chunk)
-    return message
 
 
 def fill_chunk(message: Any, chunk: Any) -> None:
@@ -71,18 +66,6 @@ def fill_columns(columns: Any, trajectory: Trajectory) -> None:
         add = column.slices.add
         for key, offset, length in slices:
             add(chunk_key=key, offset=offset, length=length)
-
-
-def columns_message(trajectory: Trajectory) -> list[Any]:
-    """Column messages of a core trajectory."""
-    Column, Slice = _proto.Column, _proto.Slice  # noqa: N806 - message classes
-    return [
-        Column(
-            slices=[Slice(chunk_key=k, offset=o, length=n) for k, o, n in slices],
-            squeeze=squeeze,
-        )
-        for slices, squeeze in trajectory
-    ]
 
 
 def trajectory_of(columns: Any) -> Trajectory:

@@ -292,15 +292,10 @@ class InsertStream:
 
     def table_info_for_writer(self, name: str) -> TableMeta:
         meta = self._transport.table_info_for_writer(name)
-        return dataclasses.replace(meta, insert_batch=functools.partial(self._insert_now, name))
+        return dataclasses.replace(meta, insert_batch=functools.partial(self.insert, name))
 
     def insert(self, table: str, requests: list[Any], timeout: float | None) -> int:
         del timeout  # accepted at once; the server applies the rate limiter
-        self.submit(table, requests)
-        return len(requests)
-
-    def _insert_now(self, table: str, requests: list[Any], timeout: float) -> int:
-        del timeout
         self.submit(table, requests)
         return len(requests)
 
