@@ -6,6 +6,8 @@ Servers listen on 127.0.0.1 ports they pick themselves."""
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 import threading
 
 import grpc
@@ -238,3 +240,28 @@ def test_a_client_that_vanishes_mid_stream_leaves_the_server_serving(service):
     client.insert({"x": np.ones(2, np.float32)}, priorities={"t": 1.0})
     assert table_size(server) == 2
     assert len(list(client.sample("t", 2, emit_timesteps=False))) == 2
+
+
+EXIT_WITH_AN_OPEN_STREAM = """
+import numpy as np, resound
+server = resound.Server([resound.Table.queue("q", 10)])
+client = resound.Client(f"127.0.0.1:{server.port}", transport="grpc")
+writer = client.trajectory_writer(1)
+writer.append({"x": np.float32(1)})
+writer.create_item("q", 1.0, writer.history["x"][-1])
+writer.flush()
+print("exiting")
+"""
+
+
+def test_a_script_ending_with_a_served_open_stream_exits():
+    # The writer's stream is still open when the main thread ends: the
+    # server stops at exit instead of waiting on the stream forever.
+    result = subprocess.run(
+        [sys.executable, "-c", EXIT_WITH_AN_OPEN_STREAM],
+        capture_output=True,
+        text=True,
+        timeout=SAFETY * 3,
+        check=False,
+    )
+    assert (result.returncode, result.stdout) == (0, "exiting\n")

@@ -65,6 +65,34 @@ _MAX_WORKERS = 64
 _STOP_GRACE_SECONDS = 1.0
 
 
+def _stop_listening_servers() -> None:
+    # Runs when the main thread ends, before the interpreter joins the
+    # serving threads: a handler waiting on a client's open stream would
+    # otherwise keep the process from ever exiting.
+    with _registry_lock:
+        servers = list(_servers_by_port.values())
+    for server in servers:
+        with contextlib.suppress(Exception):
+            server.stop()
+
+
+def _stop_servers_at_exit() -> None:
+    global _exit_hook_installed
+    with _registry_lock:
+        if _exit_hook_installed:
+            return
+        _exit_hook_installed = True
+    # threading's exit hooks run in reverse order of registration, so this
+    # one (registered after the serving thread pool's) runs before the pool
+    # waits for its threads; atexit would run too late.
+    register = getattr(threading, "_register_atexit", None)
+    if register is not None:
+        register(_stop_listening_servers)
+
+
+_exit_hook_installed = False
+
+
 def _bind_address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
 
@@ -144,6 +172,7 @@ class Server:
             )
         server.start()
         self._grpc = server
+        _stop_servers_at_exit()
         return bound
 
     @property
