@@ -265,3 +265,17 @@ def test_a_script_ending_with_a_served_open_stream_exits():
         check=False,
     )
     assert (result.returncode, result.stdout) == (0, "exiting\n")
+
+
+def test_a_stopped_server_ends_its_serving_threads():
+    before = set(threading.enumerate())
+    server = resound.Server([resound.Table.queue("q", 10)])
+    client = resound.Client(f"127.0.0.1:{server.port}", transport="grpc")
+    client.insert({"x": np.ones(2, np.float32)}, priorities={"q": 1.0})
+    assert len(list(client.sample("q", 1, emit_timesteps=False))) == 1
+    serving = [t for t in set(threading.enumerate()) - before if t.name.startswith("resound_")]
+    assert serving  # the calls above ran on the server's pool
+    server.stop()
+    for thread in serving:
+        thread.join(SAFETY)
+    assert [t.name for t in serving if t.is_alive()] == []

@@ -144,6 +144,7 @@ class Server:
         self._stopped = threading.Event()
         self._port: int | None = None
         self._grpc: Any = None
+        self._executor: futures.ThreadPoolExecutor | None = None
         if listen:
             self._port = self._serve(host, 0 if port is None else port)
             with _registry_lock:
@@ -155,8 +156,11 @@ class Server:
         from resound._service.servicer import ReplayServicer
         from resound._transport.remote import CHANNEL_OPTIONS
 
+        self._executor = futures.ThreadPoolExecutor(
+            max_workers=_MAX_WORKERS, thread_name_prefix="resound"
+        )
         server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=_MAX_WORKERS, thread_name_prefix="resound"),
+            self._executor,
             handlers=[ReplayServicer(self).handler()],
             # A port another server holds is an error, not a shared port.
             options=[*CHANNEL_OPTIONS, ("grpc.so_reuseport", 0)],
@@ -229,6 +233,9 @@ class Server:
             # a table woke up when it closed, idle streams notice within a
             # wait slice. Calls still running after it are cut off.
             self._grpc.stop(grace=_STOP_GRACE_SECONDS).wait()
+        if self._executor is not None:
+            # grpc does not end the threads of the pool it was given.
+            self._executor.shutdown(wait=False)
         if self._port is not None:
             with _registry_lock:
                 if _servers_by_port.get(self._port) is self:
