@@ -13,8 +13,14 @@ kind="${1:-thread}"
 case "$kind" in
   thread)
     runtime=libtsan.so
+    # The embedded runs of the parametrized tests only: under the TSan runtime
+    # one of grpcio's (uninstrumented) event-engine threads now and then
+    # spins allocating until the machine runs out of memory (3 runs in 40
+    # here, none outside TSan). The gRPC runs go through the same core calls
+    # from the servicer's threads, and run under ASan below and in the suite.
     tests=(tests/test_concurrency.py tests/test_rate_limiter.py tests/test_table.py
-           tests/test_trajectory_writer.py tests/test_api_server.py tests/test_api_client.py)
+           tests/test_trajectory_writer.py tests/test_api_server.py tests/test_api_client.py
+           -k "not grpc")
     # grpcio's C-core is not instrumented: races TSan sees through its
     # intercepted calls are ignored (reports from resound's code are kept),
     # and its fork handlers start threads in a forked child before exec.
