@@ -11,4 +11,5 @@ PYBIND11_MODULE(_core, m) {
   resound::bindings::RegisterSelectors(m);
   resound::bindings::RegisterRateLimiter(m);
   resound::bindings::RegisterTable(m);
+  resound::bindings::RegisterWire(m);
 }

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <exception>
 
+#include "resound/packed_trajectories.h"
+
 namespace resound::bindings {
 
 namespace py = pybind11;
@@ -16,6 +18,10 @@ void RegisterChunks(py::module_& m);
 void RegisterSelectors(py::module_& m);
 void RegisterRateLimiter(py::module_& m);
 void RegisterTable(py::module_& m);
+void RegisterWire(py::module_& m);
+
+// PackedTrajectories' six arrays as Python lists (register_wire.cc).
+py::list PackedTrajectoryLists(const PackedTrajectories& packed);
 
 // Raises the Python translation of `error` with `num_applied` attached as the
 // exception's `num_inserted` attribute (for batch inserts that stopped early).

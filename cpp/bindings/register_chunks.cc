@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "buffer_view.h"
 #include "conversions.h"
 #include "register.h"
 #include "resound/chunk.h"
@@ -18,30 +19,7 @@
 namespace resound::bindings {
 namespace {
 
-// Copies up to this size run with the GIL held (see ChunkStore.add).
-constexpr size_t kKeepGilBelowBytes = 64 * 1024;
 
-
-// Holds a contiguous view of a Python buffer for the duration of a copy.
-class BufferView {
- public:
-  explicit BufferView(py::handle object) {
-    if (PyObject_GetBuffer(object.ptr(), &view_, PyBUF_C_CONTIGUOUS) != 0) {
-      PyErr_Clear();
-      throw InvalidArgumentError("data must be a C-contiguous buffer (bytes, bytearray, memoryview "
-                                 "or contiguous numpy array), got " +
-                                 std::string(py::str(py::type::of(object).attr("__name__"))));
-    }
-  }
-  ~BufferView() { PyBuffer_Release(&view_); }
-  BufferView(const BufferView&) = delete;
-  BufferView& operator=(const BufferView&) = delete;
-  const void* data() const noexcept { return view_.buf; }
-  size_t size() const noexcept { return static_cast<size_t>(view_.len); }
-
- private:
-  Py_buffer view_{};
-};
 
 // Completing a chunk copies it; large ones are copied without the GIL.
 void ChunkerFinalize(ColumnChunker& chunker) {

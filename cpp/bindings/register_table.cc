@@ -4,11 +4,14 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -17,6 +20,8 @@
 #include "resound/column_gather.h"
 #include "resound/errors.h"
 #include "resound/selectors/item_selector.h"
+#include "resound/chunk_holder.h"
+#include "resound/packed_trajectories.h"
 #include "resound/table.h"
 
 namespace resound::bindings {
@@ -278,6 +283,34 @@ iteration) whose info fields are also available as numpy arrays.
         return Column<bool>(b, [](const SampledItem& s) { return s.rate_limited; });
       })
       .def_property_readonly("num_columns", &NumColumns, "Columns of the first sample (0 for an empty batch).")
+      .def(
+          "pack",
+          [](const SampleBatch& b, size_t begin, size_t max_items, size_t max_bytes) {
+            if (begin >= b.samples.size()) throw InvalidArgumentError("pack: begin is past the last sample");
+            PackedTrajectories trajectories;
+            std::vector<std::shared_ptr<Chunk>> chunks;
+            std::unordered_set<uint64_t> seen;
+            size_t bytes = 0;
+            size_t end = begin;
+            for (; end < b.samples.size() && end - begin < std::max<size_t>(max_items, 1); ++end) {
+              const Item& item = *b.samples[end].item;
+              size_t new_bytes = 0;
+              for (const auto& chunk : item.chunks()) {
+                if (!seen.count(chunk->key())) new_bytes += chunk->data_size();
+              }
+              if (end > begin && bytes + new_bytes > max_bytes) break;
+              bytes += new_bytes;
+              trajectories.Append(item.trajectory());
+              for (const auto& chunk : item.chunks()) {
+                if (seen.insert(chunk->key()).second) chunks.push_back(Hold(chunk));
+              }
+            }
+            return py::make_tuple(end, PackedTrajectoryLists(trajectories), std::move(chunks));
+          },
+          py::arg("begin"), py::arg("max_items"), py::arg("max_bytes"),
+          R"doc((end, trajectory lists as PackedTrajectories.pack gives them, chunks) of samples
+[begin, end): as many as fit `max_items` and `max_bytes` of chunk payload (at
+least one), every chunk they use once.)doc")
       .def("stack_columns", &StackColumns, R"doc(
 One numpy array per column of the first sample: [batch, rows, *step_shape],
 or [batch, *step_shape] for a squeezed column, copied from the chunks without
@@ -391,6 +424,46 @@ seconds (None: forever); raises DeadlineExceededError or CancelledError.)doc")
 
 Every item is validated before any is inserted. If the deadline passes or the
 table closes part-way, the raised error carries `num_inserted`.)doc")
+      .def(
+          "insert_packed",
+          [](Table& table, const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& keys,
+             const py::array_t<double, py::array::c_style | py::array::forcecast>& priorities,
+             const PackedTrajectories& trajectories, const ChunkHolder& holder, size_t begin, size_t end,
+             std::optional<double> timeout) {
+            if (static_cast<size_t>(keys.size()) != trajectories.size() ||
+                static_cast<size_t>(priorities.size()) != trajectories.size()) {
+              throw InvalidArgumentError("keys (" + std::to_string(keys.size()) + "), priorities (" +
+                                         std::to_string(priorities.size()) + ") and trajectories (" +
+                                         std::to_string(trajectories.size()) + ") must have one entry per item");
+            }
+            if (begin > end || end > trajectories.size()) throw InvalidArgumentError("insert_packed: bad range");
+            std::vector<ItemRequest> requests;
+            requests.reserve(end - begin);
+            for (size_t i = begin; i < end; ++i) {
+              ItemRequest request{keys.data()[i], priorities.data()[i], trajectories.Get(i)};
+              if (request.trajectory.empty()) {
+                throw InvalidArgumentError("item " + std::to_string(request.key) + " has no columns");
+              }
+              if (!std::isfinite(request.priority)) {
+                throw InvalidArgumentError("item " + std::to_string(request.key) + ": priority must be finite, got " +
+                                           std::to_string(request.priority));
+              }
+              holder.CheckHolds(request.key, request.trajectory);
+              requests.push_back(std::move(request));
+            }
+            const Deadline deadline = ToDeadline(timeout);
+            auto prepared = table.Prepare(std::move(requests));
+            const InsertBatchResult result = InsertTryingFirst(table, prepared, deadline);
+            if (result.error) RaiseWithProgress(result.error, result.num_applied);
+            return result.num_applied;
+          },
+          py::arg("keys"), py::arg("priorities"), py::arg("trajectories"), py::arg("holder"), py::arg("begin"),
+          py::arg("end"), py::arg("timeout") = py::none(),
+          R"doc(Inserts items [begin, end) of a packed batch in order under one lock.
+
+Every item is validated first (columns, finite priority, chunks held by
+`holder`); if the deadline passes or the table closes part-way, the raised
+error carries `num_inserted`.)doc")
       .def(
           "sample",
           [](Table& table, int64_t num_samples, std::optional<double> timeout) {

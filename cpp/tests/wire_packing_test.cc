@@ -1,0 +1,115 @@
+// PackedTrajectories and ChunkHolder, the two pieces the gRPC service uses to
+// carry many items per message: packing trajectories (given directly and
+// read back from items) must give back the same trajectories, inconsistent
+// arrays from a client must be refused, and a holder must own exactly the
+// chunks it holds and refuse items that use any other.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "check.h"
+#include "resound/chunk_holder.h"
+#include "resound/chunk_store.h"
+#include "resound/errors.h"
+#include "resound/item.h"
+#include "resound/packed_trajectories.h"
+
+namespace resound {
+namespace {
+
+std::shared_ptr<const Chunk> AddChunk(ChunkStore& store, uint64_t key, int64_t num_steps) {
+  ChunkMetadata m;
+  m.key = key;
+  m.num_steps = num_steps;
+  m.end_step = num_steps - 1;
+  m.uncompressed_size = Chunk::RawSize(m);
+  std::vector<std::byte> payload(static_cast<size_t>(m.uncompressed_size), std::byte{7});
+  return store.Insert(m, payload);
+}
+
+void PackingRoundTrips() {
+  const std::vector<Trajectory> trajectories = {
+      {{{{10, 1, 2}, {11, 0, 3}}, false}, {{{12, 0, 1}}, true}},
+      {{{{11, 2, 1}}, true}},
+      {{{{10, 0, 5}}, false}, {{{11, 0, 1}, {12, 1, 1}, {10, 2, 2}}, false}, {{{12, 0, 1}}, true}},
+  };
+  PackedTrajectories packed;
+  for (const auto& trajectory : trajectories) packed.Append(trajectory);
+  RESOUND_CHECK(packed.size() == 3);
+  RESOUND_CHECK((packed.num_columns() == std::vector<uint32_t>{2, 1, 3}));
+  RESOUND_CHECK((packed.num_slices() == std::vector<uint32_t>{2, 1, 1, 1, 3, 1}));
+  for (size_t i = 0; i < trajectories.size(); ++i) RESOUND_CHECK(packed.Get(i) == trajectories[i]);
+
+  // What a receiver rebuilds from the arrays is the same again.
+  const PackedTrajectories received(packed.num_columns(), packed.num_slices(), packed.squeeze(),
+                                    packed.chunk_keys(), packed.offsets(), packed.lengths());
+  for (size_t i = 0; i < trajectories.size(); ++i) RESOUND_CHECK(received.Get(i) == trajectories[i]);
+
+  // Items' own trajectories pack the same as the trajectories they came from.
+  ChunkStore store;
+  auto a = AddChunk(store, 10, 5);
+  auto b = AddChunk(store, 11, 4);
+  auto c = AddChunk(store, 12, 2);
+  PackedTrajectories from_items;
+  for (size_t i = 0; i < trajectories.size(); ++i) {
+    from_items.Append(Item::Create(100 + i, trajectories[i], store)->trajectory());
+  }
+  for (size_t i = 0; i < trajectories.size(); ++i) RESOUND_CHECK(from_items.Get(i) == trajectories[i]);
+}
+
+void InconsistentArraysAreRefused() {
+  const auto build = [](std::vector<uint32_t> columns, std::vector<uint32_t> slices, std::vector<uint8_t> squeeze,
+                        size_t num_slices) {
+    return [=] {
+      PackedTrajectories(columns, slices, squeeze, std::vector<uint64_t>(num_slices, 1),
+                         std::vector<int64_t>(num_slices, 0), std::vector<int64_t>(num_slices, 1));
+    };
+  };
+  RESOUND_CHECK(!Throws<InvalidArgumentError>(build({1, 2}, {1, 1, 2}, {0, 0, 1}, 4)));
+  RESOUND_CHECK(Throws<InvalidArgumentError>(build({1, 2}, {1, 1}, {0, 0}, 2)));        // too few columns
+  RESOUND_CHECK(Throws<InvalidArgumentError>(build({1, 2}, {1, 1, 2}, {0, 0}, 4)));     // squeeze short
+  RESOUND_CHECK(Throws<InvalidArgumentError>(build({1, 2}, {1, 1, 2}, {0, 0, 1}, 3)));  // slices short
+  RESOUND_CHECK(Throws<InvalidArgumentError>(build({1, 2}, {1, 1, 2}, {0, 0, 1}, 5)));  // slices long
+  // Counts near 2**32 must not wrap around into a plausible total.
+  RESOUND_CHECK(Throws<InvalidArgumentError>(build({0xFFFFFFFFu, 2}, {1}, {0}, 1)));
+  RESOUND_CHECK(Throws<InvalidArgumentError>([] {
+    PackedTrajectories({1}, {2}, {0}, {1, 2}, {0}, {1, 1});  // offsets short
+  }));
+}
+
+void HolderOwnsWhatItHolds() {
+  ChunkStore store;
+  ChunkHolder holder;
+  holder.Hold(AddChunk(store, 10, 3));
+  holder.Hold(AddChunk(store, 11, 3));
+  RESOUND_CHECK(holder.size() == 2 && holder.Holds(10) && holder.Holds(11) && !holder.Holds(12));
+  RESOUND_CHECK(store.num_chunks() == 2);  // alive only through the holder
+
+  const Trajectory uses_held = {{{{10, 0, 2}, {11, 1, 1}}, false}};
+  const Trajectory uses_other = {{{{10, 0, 1}}, false}, {{{12, 0, 1}}, true}};
+  RESOUND_CHECK(!Throws<InvalidArgumentError>([&] { holder.CheckHolds(1, uses_held); }));
+  RESOUND_CHECK(Throws<InvalidArgumentError>([&] { holder.CheckHolds(2, uses_other); }));
+
+  // An item keeps its chunk after the holder lets go; the other one goes.
+  auto item = Item::Create(1, uses_held, store);
+  holder.Release(10);
+  holder.Release(11);
+  holder.Release(99);  // not held: nothing happens
+  RESOUND_CHECK(holder.size() == 0 && !holder.Holds(10));
+  RESOUND_CHECK(store.num_chunks() == 2);
+  item.reset();
+  RESOUND_CHECK(store.num_chunks() == 0);
+}
+
+}  // namespace
+}  // namespace resound
+
+int main() {
+  resound::PackingRoundTrips();
+  resound::InconsistentArraysAreRefused();
+  resound::HolderOwnsWhatItHolds();
+  std::puts("wire_packing_test: ok");
+  return 0;
+}
