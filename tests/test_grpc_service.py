@@ -60,23 +60,51 @@ def insert_stream(channel: grpc.Channel):
     )
 
 
-def chunk(key: int, values: list[float], **overrides) -> object:
+def chunks(key: int, values: list[float], **overrides) -> object:
+    """A ChunkBatch of one float32 chunk holding ``values``; ``overrides``
+    replace its fields (layout fields included)."""
     data = np.asarray(values, np.float32)
+    layout = dict(dtype="<f4", shape=[], compression="none")
     fields = dict(
-        key=key, dtype="<f4", shape=[], num_steps=len(values), compression="none",
-        episode_id=1, start_step=0, end_step=len(values) - 1, data=data.tobytes(),
+        keys=[key], layout_indices=[0], num_steps=[len(values)], episode_ids=[1],
+        start_steps=[0], end_steps=[len(values) - 1], data_sizes=[data.nbytes],
+        data=data.tobytes(),
     )  # fmt: skip
+    for name in list(overrides):
+        if name in layout:
+            layout[name] = overrides.pop(name)
     fields.update(overrides)
-    return P.Chunk(**fields)
+    return P.ChunkBatch(layouts=[P.ChunkLayout(**layout)], **fields)
 
 
-def item(key: int, chunk_key: int, offset: int = 0, length: int = 1, **overrides) -> object:
-    fields = dict(
-        key=key, table="t", priority=1.0,
-        columns=[P.Column(slices=[P.Slice(chunk_key=chunk_key, offset=offset, length=length)])],
-    )  # fmt: skip
-    fields.update(overrides)
-    return P.Item(**fields)
+def items(*specs: dict) -> object:
+    """An ItemBatch of items given as dicts (key, chunk_key, and optionally
+    offset, length, table, priority, columns: False for none)."""
+    tables: list[str] = []
+    batch = P.ItemBatch()
+    for spec in specs:
+        table = spec.get("table", "t")
+        if table not in tables:
+            tables.append(table)
+        batch.table_indices.append(tables.index(table))
+        batch.keys.append(spec["key"])
+        batch.priorities.append(spec.get("priority", 1.0))
+        trajectories = batch.trajectories
+        if spec.get("columns", True):
+            trajectories.num_columns.append(1)
+            trajectories.num_slices.append(1)
+            trajectories.squeeze.append(False)
+            trajectories.chunk_keys.append(spec["chunk_key"])
+            trajectories.offsets.append(spec.get("offset", 0))
+            trajectories.lengths.append(spec.get("length", 1))
+        else:
+            trajectories.num_columns.append(0)
+    batch.tables.extend(tables)
+    return batch
+
+
+def item(key: int, chunk_key: int, offset: int = 0, length: int = 1, **overrides) -> dict:
+    return dict(key=key, chunk_key=chunk_key, offset=offset, length=length, **overrides)
 
 
 def send(channel: grpc.Channel, *requests: object) -> list[object]:
@@ -99,8 +127,10 @@ def test_a_well_formed_stream_inserts_and_confirms_in_order(service):
     key = fresh_key()
     responses = send(
         channel,
-        P.InsertRequest(chunks=[chunk(key, [1, 2, 3])], items=[item(10, key), item(11, key, 1, 2)]),
-        P.InsertRequest(items=[item(12, key, 2)], release_chunk_keys=[key]),
+        P.InsertRequest(
+            chunks=chunks(key, [1, 2, 3]), items=items(item(10, key), item(11, key, 1, 2))
+        ),
+        P.InsertRequest(items=items(item(12, key, 2)), release_chunk_keys=[key]),
     )
     assert [list(r.item_keys) for r in responses] == [[10, 11], [12]]
     assert table_size(server) == 3
@@ -109,44 +139,107 @@ def test_a_well_formed_stream_inserts_and_confirms_in_order(service):
 # Each case builds its request around a chunk key no other test uses.
 MALFORMED = {
     "unknown-chunk": (
-        lambda k: P.InsertRequest(items=[item(10, k)]),
+        lambda k: P.InsertRequest(items=items(item(10, k))),
         grpc.StatusCode.INVALID_ARGUMENT,
         "uses chunk",
     ),
     "slice-outside-chunk": (
-        lambda k: P.InsertRequest(chunks=[chunk(k, [1, 2])], items=[item(10, k, 1, 5)]),
+        lambda k: P.InsertRequest(chunks=chunks(k, [1, 2]), items=items(item(10, k, 1, 5))),
         grpc.StatusCode.INVALID_ARGUMENT,
         "",
     ),
     "nan-priority": (
-        lambda k: P.InsertRequest(chunks=[chunk(k, [1])], items=[item(10, k, priority=math.nan)]),
+        lambda k: P.InsertRequest(
+            chunks=chunks(k, [1]), items=items(item(10, k, priority=math.nan))
+        ),
         grpc.StatusCode.INVALID_ARGUMENT,
         "priority",
     ),
     "unknown-table": (
-        lambda k: P.InsertRequest(chunks=[chunk(k, [1])], items=[item(10, k, table="nope")]),
+        lambda k: P.InsertRequest(chunks=chunks(k, [1]), items=items(item(10, k, table="nope"))),
         grpc.StatusCode.NOT_FOUND,
         "nope",
     ),
     "payload-size": (
-        lambda k: P.InsertRequest(chunks=[chunk(k, [1], data=b"abc")]),
+        lambda k: P.InsertRequest(chunks=chunks(k, [1], data=b"abc")),
         grpc.StatusCode.INVALID_ARGUMENT,
         "is invalid",
     ),
     "negative-shape": (
-        lambda k: P.InsertRequest(chunks=[chunk(k, [1], shape=[-2])]),
+        lambda k: P.InsertRequest(chunks=chunks(k, [1], shape=[-2])),
         grpc.StatusCode.INVALID_ARGUMENT,
         "is invalid",
     ),
     "signature-dtype": (
-        lambda k: P.InsertRequest(chunks=[chunk(k, [1], dtype="<i4")], items=[item(10, k)]),
+        lambda k: P.InsertRequest(chunks=chunks(k, [1], dtype="<i4"), items=items(item(10, k))),
         grpc.StatusCode.INVALID_ARGUMENT,
         "",
     ),
     "no-columns": (
-        lambda k: P.InsertRequest(chunks=[chunk(k, [1])], items=[P.Item(key=10, table="t")]),
+        lambda k: P.InsertRequest(
+            chunks=chunks(k, [1]), items=items(dict(key=10, chunk_key=k, columns=False))
+        ),
         grpc.StatusCode.INVALID_ARGUMENT,
         "no columns",
+    ),
+    "keys-and-priorities-differ": (
+        lambda k: P.InsertRequest(
+            chunks=chunks(k, [1]),
+            items=P.ItemBatch(
+                tables=["t"],
+                table_indices=[0, 0],
+                keys=[10, 11],
+                priorities=[1.0],
+                trajectories=items(item(10, k), item(11, k)).trajectories,
+            ),  # fmt: skip
+        ),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "must pair up",
+    ),
+    "table-index-out-of-range": (
+        lambda k: P.InsertRequest(
+            chunks=chunks(k, [1]),
+            items=P.ItemBatch(
+                tables=["t"],
+                table_indices=[1],
+                keys=[10],
+                priorities=[1.0],
+                trajectories=items(item(10, k)).trajectories,
+            ),  # fmt: skip
+        ),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "table index 1",
+    ),
+    "slices-do-not-add-up": (
+        lambda k: P.InsertRequest(
+            chunks=chunks(k, [1]),
+            items=P.ItemBatch(
+                tables=["t"],
+                table_indices=[0],
+                keys=[10],
+                priorities=[1.0],
+                trajectories=P.Trajectories(
+                    num_columns=[1],
+                    num_slices=[2],
+                    squeeze=[False],
+                    chunk_keys=[k],
+                    offsets=[0],
+                    lengths=[1],
+                ),
+            ),  # fmt: skip
+        ),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "num_slices adds up to 2",
+    ),
+    "data-sizes-short-of-data": (
+        lambda k: P.InsertRequest(chunks=chunks(k, [1], data=b"\0" * 8)),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "data_sizes add up to 4",
+    ),
+    "layout-index-out-of-range": (
+        lambda k: P.InsertRequest(chunks=chunks(k, [1], layout_indices=[3])),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "layout index 3",
     ),
 }
 
@@ -167,8 +260,8 @@ def test_items_before_a_refused_one_are_confirmed_first(service):
     call = insert_stream(channel)(
         iter(
             [
-                P.InsertRequest(chunks=[chunk(key, [1])], items=[item(10, key)]),
-                P.InsertRequest(items=[item(11, key), item(12, key, table="nope")]),
+                P.InsertRequest(chunks=chunks(key, [1]), items=items(item(10, key))),
+                P.InsertRequest(items=items(item(11, key), item(12, key, table="nope"))),
             ]
         ),
         timeout=SAFETY,
@@ -230,7 +323,7 @@ def test_a_client_that_vanishes_mid_stream_leaves_the_server_serving(service):
     key = fresh_key()
 
     def requests():
-        yield P.InsertRequest(chunks=[chunk(key, [1, 2])], items=[item(10, key)])
+        yield P.InsertRequest(chunks=chunks(key, [1, 2]), items=items(item(10, key)))
         gone.wait(SAFETY)  # the stream stays open until the client gives up
 
     call = insert_stream(channel)(requests(), timeout=SAFETY)

@@ -26,17 +26,30 @@ def test_the_descriptor_is_current_with_protos():
 def test_messages_round_trip_payload_bytes_untouched():
     payload = bytes(range(256)) * 3
     request = _proto.InsertRequest(
-        chunks=[_proto.Chunk(key=2**64 - 1, dtype="<f4", shape=[3], num_steps=64, data=payload)],
-        items=[
-            _proto.Item(
-                key=7,
-                table="t",
-                priority=0.5,
-                columns=[_proto.Column(slices=[_proto.Slice(chunk_key=2**64 - 1, length=2)])],
-            )
-        ],
+        chunks=_proto.ChunkBatch(
+            layouts=[_proto.ChunkLayout(dtype="<f4", shape=[3])],
+            keys=[2**64 - 1],
+            layout_indices=[0],
+            num_steps=[64],
+            data_sizes=[len(payload)],
+            data=payload,
+        ),
+        items=_proto.ItemBatch(
+            tables=["t"],
+            table_indices=[0],
+            keys=[7],
+            priorities=[0.5],
+            trajectories=_proto.Trajectories(
+                num_columns=[1],
+                num_slices=[1],
+                squeeze=[False],
+                chunk_keys=[2**64 - 1],
+                offsets=[0],
+                lengths=[2],
+            ),  # fmt: skip
+        ),
     )
     decoded = _proto.InsertRequest.FromString(request.SerializeToString())
-    assert decoded.chunks[0].data == payload and decoded.chunks[0].key == 2**64 - 1
-    assert decoded.items[0].columns[0].slices[0].length == 2
+    assert decoded.chunks.data == payload and list(decoded.chunks.keys) == [2**64 - 1]
+    assert list(decoded.items.trajectories.lengths) == [2]
     assert _proto.SERVICE == "resound.v1.Replay"

@@ -5,8 +5,8 @@ package to one protobuf runtime version.
 
 Example:
     >>> from resound import _proto
-    >>> _proto.Slice(chunk_key=7, offset=0, length=3).length
-    3
+    >>> list(_proto.ItemBatch(keys=[7, 8], priorities=[1.0, 0.5]).keys)
+    [7, 8]
 """
 
 from __future__ import annotations
@@ -21,23 +21,23 @@ __all__ = [
     "SERVICE",
     "CheckpointRequest",
     "CheckpointResponse",
-    "Chunk",
-    "Column",
+    "ChunkBatch",
+    "ChunkLayout",
     "InsertRequest",
     "InsertResponse",
-    "Item",
+    "ItemBatch",
     "MutatePrioritiesRequest",
     "MutatePrioritiesResponse",
     "ResetRequest",
     "ResetResponse",
     "SampleRequest",
     "SampleResponse",
-    "SampledItem",
+    "SampledItems",
     "SelectorInfo",
     "ServerInfoRequest",
     "ServerInfoResponse",
-    "Slice",
     "TableInfo",
+    "Trajectories",
 ]
 
 _PACKAGE = "resound.v1"
@@ -52,14 +52,14 @@ def _message(name: str) -> Any:
     return message_factory.GetMessageClass(_POOL.FindMessageTypeByName(f"{_PACKAGE}.{name}"))
 
 
-Chunk = _message("Chunk")
-Slice = _message("Slice")
-Column = _message("Column")
-Item = _message("Item")
+ChunkLayout = _message("ChunkLayout")
+ChunkBatch = _message("ChunkBatch")
+Trajectories = _message("Trajectories")
+ItemBatch = _message("ItemBatch")
 InsertRequest = _message("InsertRequest")
 InsertResponse = _message("InsertResponse")
 SampleRequest = _message("SampleRequest")
-SampledItem = _message("SampledItem")
+SampledItems = _message("SampledItems")
 SampleResponse = _message("SampleResponse")
 MutatePrioritiesRequest = _message("MutatePrioritiesRequest")
 MutatePrioritiesResponse = _message("MutatePrioritiesResponse")

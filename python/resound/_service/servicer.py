@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import grpc
+import numpy as np
 
 from resound import _core, _proto
 from resound._service import wire
@@ -138,56 +139,53 @@ class ReplayServicer:
     # --- Insert
 
     def insert(self, requests: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
-        kept: dict[int, Any] = {}  # the chunks this stream keeps, by key
+        holder = _core.ChunkHolder()  # the chunks this stream keeps
         for request in _polled(requests, context, self._check_running):
-            for message in request.chunks:
-                kept[message.key] = self._add_chunk(message)
-            inserted: list[int] = []
-            try:
-                for table, items in _runs_by_table(request.items):
-                    batch = [self._item_request(item, kept) for item in items]
-                    self._insert(self._table(table), batch, context)
-                    inserted.extend(item.key for item in items)
-            except Exception:
-                if inserted:  # what went in is confirmed before the error
-                    yield _proto.InsertResponse(item_keys=inserted)
-                raise
-            for key in request.release_chunk_keys:
-                kept.pop(key, None)
-            if request.items:
-                yield _proto.InsertResponse(item_keys=inserted)
+            self._add_chunks(holder, request.chunks)
+            items = request.items
+            keys = np.array(items.keys, np.uint64)
+            inserted = 0
+            if len(keys):
+                priorities, trajectories, runs = _item_batch(items, len(keys))
+                try:
+                    for table, begin, end in runs:
+                        self._insert(
+                            table, keys, priorities, trajectories, holder, begin, end, context
+                        )
+                        inserted = end
+                except Exception:
+                    if inserted:  # what went in is confirmed before the error
+                        yield _proto.InsertResponse(item_keys=keys[:inserted].tolist())
+                    raise
+            if request.release_chunk_keys:
+                holder.release(np.array(request.release_chunk_keys, np.uint64))
+            if len(keys):
+                yield _proto.InsertResponse(item_keys=keys.tolist())
 
-    def _add_chunk(self, message: Any) -> Any:
+    def _add_chunks(self, holder: Any, batch: Any) -> None:
         try:
-            return wire.add_chunk(self._store, message)
+            wire.add_chunks(holder, self._store, batch)
         except ValueError as error:
-            raise _StatusError(
-                grpc.StatusCode.INVALID_ARGUMENT, f"chunk {message.key} is invalid: {error}"
-            ) from None
+            raise _StatusError(grpc.StatusCode.INVALID_ARGUMENT, str(error)) from None
 
-    @staticmethod
-    def _item_request(item: Any, kept: dict[int, Any]) -> tuple[int, float, Any]:
-        for key in wire.chunk_keys(item.columns):
-            if key not in kept:
-                raise _StatusError(
-                    grpc.StatusCode.INVALID_ARGUMENT,
-                    f"item {item.key} uses chunk {key}, which this stream has not sent "
-                    "(or has released)",
-                )
-        if not item.columns:
-            raise _StatusError(grpc.StatusCode.INVALID_ARGUMENT, f"item {item.key} has no columns")
-        if not math.isfinite(item.priority):
-            raise _StatusError(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"item {item.key}: priority must be finite, got {item.priority}",
-            )
-        return item.key, item.priority, wire.trajectory_of(item.columns)
-
-    def _insert(self, table: Any, batch: list[Any], context: grpc.ServicerContext) -> None:
-        done = 0
-        while done < len(batch):
+    def _insert(
+        self,
+        table_name: str,
+        keys: np.ndarray,
+        priorities: np.ndarray,
+        trajectories: Any,
+        holder: Any,
+        begin: int,
+        end: int,
+        context: grpc.ServicerContext,
+    ) -> None:
+        table = self._table(table_name)
+        done = begin
+        while done < end:
             try:
-                done += table.insert_batch(batch[done:] if done else batch, _WAIT_SLICE_SECONDS)
+                done += table.insert_packed(
+                    keys, priorities, trajectories, holder, done, end, _WAIT_SLICE_SECONDS
+                )
             except DeadlineExceededError as error:
                 done += error.num_inserted
                 if not context.is_active():
@@ -305,45 +303,63 @@ def _polled(requests: Iterator[Any], context: grpc.ServicerContext, check: Any) 
         done.set()
 
 
-def _runs_by_table(items: Any) -> Iterator[tuple[str, list[Any]]]:
-    """Consecutive items of one table (each run goes in with one core call)."""
-    run: list[Any] = []
-    for item in items:
-        if run and item.table != run[0].table:
-            yield run[0].table, run
-            run = []
-        run.append(item)
-    if run:
-        yield run[0].table, run
+def _item_batch(items: Any, count: int) -> tuple[np.ndarray, Any, list[tuple[str, int, int]]]:
+    """(priorities, packed trajectories, runs) of an ItemBatch of ``count``
+    items, a run being (table, begin, end) of consecutive items of one table
+    (each goes in with one core call)."""
+    indices = np.array(items.table_indices, np.uint32)
+    priorities = np.array(items.priorities, np.float64)
+    if len(indices) != count or len(priorities) != count:
+        raise _StatusError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"items: {count} keys, {len(indices)} table_indices and {len(priorities)} "
+            "priorities; they must pair up",
+        )
+    if int(indices.max()) >= len(items.tables):
+        raise _StatusError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"items: table index {int(indices.max())} is not below the {len(items.tables)} tables",
+        )
+    try:
+        trajectories = wire.packed_trajectories(items.trajectories)
+    except ValueError as error:
+        raise _StatusError(grpc.StatusCode.INVALID_ARGUMENT, f"items: {error}") from None
+    if len(trajectories) != count:
+        raise _StatusError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"items: {count} keys but {len(trajectories)} trajectories",
+        )
+    bounds = [0, *(np.flatnonzero(np.diff(indices)) + 1).tolist(), count]
+    runs = [
+        (items.tables[int(indices[begin])], begin, end)
+        for begin, end in zip(bounds[:-1], bounds[1:], strict=True)
+    ]
+    return priorities, trajectories, runs
 
 
 def _sample_responses(batch: Any, limit: int) -> Iterator[Any]:
     """Responses of at most ``limit`` items and about _RESPONSE_BYTES of
     chunks each, every chunk an item uses sent once per response."""
-    response = _proto.SampleResponse()
-    sent: set[int] = set()
-    count = size = 0
-    for sample in batch:
-        item_chunks = sample.chunks
-        new = [c for c in item_chunks if c.key not in sent]
-        new_bytes = sum(c.nbytes for c in new)
-        if count and (count >= limit or size + new_bytes > _RESPONSE_BYTES):
-            yield response
-            response, sent, count, size = _proto.SampleResponse(), set(), 0, 0
-            new, new_bytes = list(item_chunks), sum(c.nbytes for c in item_chunks)
-        for chunk in new:  # built in place: passing messages in copies them
-            wire.fill_chunk(response.chunks.add(), chunk)
-            sent.add(chunk.key)
-        size += new_bytes
-        item = response.items.add(
-            key=sample.key,
-            priority=sample.priority,
-            times_sampled=sample.times_sampled,
-            probability=sample.probability,
-            table_size=sample.table_size,
-            rate_limited=sample.rate_limited,
-        )
-        wire.fill_columns(item.columns, sample.trajectory)
-        count += 1
-    if count:
+    info = [
+        batch.keys.tolist(),
+        batch.priorities.tolist(),
+        batch.times_sampled.tolist(),
+        batch.probabilities.tolist(),
+        batch.table_sizes.tolist(),
+        batch.rate_limited.tolist(),
+    ]
+    begin = 0
+    while begin < len(batch):
+        end, trajectories, chunks = batch.pack(begin, limit, _RESPONSE_BYTES)
+        response = _proto.SampleResponse()
+        wire.fill_chunks(response.chunks, chunks)
+        items = response.items
+        items.keys.extend(info[0][begin:end])
+        items.priorities.extend(info[1][begin:end])
+        items.times_sampled.extend(info[2][begin:end])
+        items.probabilities.extend(info[3][begin:end])
+        items.table_sizes.extend(info[4][begin:end])
+        items.rate_limited.extend(info[5][begin:end])
+        wire.fill_trajectories(items.trajectories, trajectories)
         yield response
+        begin = end

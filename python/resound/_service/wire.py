@@ -1,83 +1,94 @@
 """Conversions between the core's objects and the service's messages, used by
 both ends of the wire.
 
-Payload bytes are copied into and out of messages as they are; nothing here
-decodes them.
+Chunks and items travel as parallel arrays (see protos/): the core packs and
+unpacks a whole message per call. Payload bytes are copied into and out of
+messages as they are; nothing here decodes them.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from resound import _core, _proto, item_selectors, specs
 from resound.table_info import RateLimiterCallStats, RateLimiterInfo, TableInfo
 
 __all__ = [
-    "add_chunk",
-    "chunk_keys",
-    "fill_chunk",
-    "fill_columns",
+    "add_chunks",
+    "fill_chunks",
+    "fill_trajectories",
+    "packed_trajectories",
     "table_info_from_message",
     "table_info_message",
-    "trajectory_of",
 ]
 
-# A trajectory as the core takes it: columns of (slices, squeeze), slices of
-# (chunk_key, offset, length).
-Trajectory = list[tuple[list[tuple[int, int, int]], bool]]
+
+def fill_chunks(batch: Any, chunks: list[_core.Chunk]) -> None:
+    """Sets a ChunkBatch message to ``chunks`` (one core call packs them all)."""
+    layouts, keys, layout_indices, num_steps, episode_ids, starts, ends, sizes, data = (
+        _core.pack_chunks(chunks)
+    )
+    add_layout = batch.layouts.add
+    for dtype, shape, compression, delta_encoded in layouts:
+        add_layout(dtype=dtype, shape=shape, compression=compression, delta_encoded=delta_encoded)
+    batch.keys.extend(keys)
+    batch.layout_indices.extend(layout_indices)
+    batch.num_steps.extend(num_steps)
+    batch.episode_ids.extend(episode_ids)
+    batch.start_steps.extend(starts)
+    batch.end_steps.extend(ends)
+    batch.data_sizes.extend(sizes)
+    batch.data = data
 
 
-def fill_chunk(message: Any, chunk: Any) -> None:
-    """Sets a Chunk message (e.g. one from ``repeated.add()``, which builds it
-    in place: constructing messages and passing them in copies them)."""
-    message.key = chunk.key
-    message.dtype = chunk.dtype
-    message.shape.extend(chunk.shape)
-    message.num_steps = chunk.num_steps
-    message.compression = chunk.compression
-    message.delta_encoded = chunk.delta_encoded
-    message.episode_id = chunk.episode_id
-    message.start_step = chunk.start_step
-    message.end_step = chunk.end_step
-    message.data = bytes(memoryview(chunk))
-
-
-def add_chunk(store: _core.ChunkStore, message: Any) -> _core.Chunk:
-    """Adds a chunk message to ``store`` (the core validates it: ValueError)."""
-    return store.add(
-        message.key,
-        message.data,
-        message.dtype,
-        tuple(message.shape),
-        message.num_steps,
-        message.compression or "none",
-        message.delta_encoded,
-        message.episode_id,
-        message.start_step,
-        message.end_step,
+def add_chunks(holder: _core.ChunkHolder, store: _core.ChunkStore, batch: Any) -> None:
+    """Adds the chunks of a ChunkBatch message to ``store`` and ``holder``
+    (the core validates them: ValueError names the first bad one)."""
+    if not batch.keys and not batch.data:
+        return
+    layouts = [
+        (layout.dtype, list(layout.shape), layout.compression or "none", layout.delta_encoded)
+        for layout in batch.layouts
+    ]
+    holder.add(
+        store,
+        layouts,
+        np.array(batch.keys, np.uint64),
+        np.array(batch.layout_indices, np.uint32),
+        np.array(batch.num_steps, np.int64),
+        np.array(batch.episode_ids, np.uint64),
+        np.array(batch.start_steps, np.int64),
+        np.array(batch.end_steps, np.int64),
+        np.array(batch.data_sizes, np.int64),
+        batch.data,
     )
 
 
-def fill_columns(columns: Any, trajectory: Trajectory) -> None:
-    """Appends a core trajectory to a repeated Column field, in place."""
-    for slices, squeeze in trajectory:
-        column = columns.add()
-        column.squeeze = squeeze
-        add = column.slices.add
-        for key, offset, length in slices:
-            add(chunk_key=key, offset=offset, length=length)
+def fill_trajectories(message: Any, lists: list[list[Any]]) -> None:
+    """Sets a Trajectories message from the lists that
+    ``_core.PackedTrajectories.pack`` and ``SampleBatch.pack`` return."""
+    num_columns, num_slices, squeeze, chunk_keys, offsets, lengths = lists
+    message.num_columns.extend(num_columns)
+    message.num_slices.extend(num_slices)
+    message.squeeze.extend(squeeze)
+    message.chunk_keys.extend(chunk_keys)
+    message.offsets.extend(offsets)
+    message.lengths.extend(lengths)
 
 
-def trajectory_of(columns: Any) -> Trajectory:
-    """The core trajectory of column messages."""
-    return [
-        ([(s.chunk_key, s.offset, s.length) for s in column.slices], column.squeeze)
-        for column in columns
-    ]
-
-
-def chunk_keys(columns: Any) -> set[int]:
-    return {s.chunk_key for column in columns for s in column.slices}
+def packed_trajectories(message: Any) -> _core.PackedTrajectories:
+    """The core's view of a Trajectories message (ValueError if its arrays
+    do not add up)."""
+    return _core.PackedTrajectories(
+        np.array(message.num_columns, np.uint32),
+        np.array(message.num_slices, np.uint32),
+        np.array(message.squeeze, np.bool_),
+        np.array(message.chunk_keys, np.uint64),
+        np.array(message.offsets, np.int64),
+        np.array(message.lengths, np.int64),
+    )
 
 
 def table_info_message(info: TableInfo, signature: Any) -> Any:

@@ -42,6 +42,10 @@ CHANNEL_OPTIONS = [
 # One insert message carries at most this many items or payload bytes.
 _MAX_ITEMS_PER_MESSAGE = 1024
 _MAX_BYTES_PER_MESSAGE = 32 << 20
+# A stream's writer waits while this many items, or their chunks' bytes, are
+# queued or unconfirmed.
+_MAX_IN_FLIGHT_ITEMS = 16 * _MAX_ITEMS_PER_MESSAGE
+_MAX_IN_FLIGHT_BYTES = 4 * _MAX_BYTES_PER_MESSAGE
 # Reconnection back-off of an insert stream, in seconds, and how long it keeps
 # trying without a single successful response before it fails for good.
 _BACKOFF_START, _BACKOFF_MAX = 0.05, 2.0
@@ -245,13 +249,21 @@ def _update_arrays(updates: Any) -> tuple[list[int], list[float]]:
     return keys, priorities
 
 
-@dataclasses.dataclass
 class _Submitted:
-    table: str
-    key: int
-    priority: float
-    trajectory: Any
-    chunk_keys: list[int]
+    """An item on its way: what the server needs, and handles on the chunks it
+    uses (they keep the chunks alive, and in the local store, until the
+    server confirmed the item)."""
+
+    __slots__ = ("chunks", "key", "priority", "table", "trajectory")
+
+    def __init__(
+        self, table: str, key: int, priority: float, trajectory: Any, chunks: list[Any]
+    ) -> None:
+        self.table = table
+        self.key = key
+        self.priority = priority
+        self.trajectory = trajectory
+        self.chunks = chunks
 
 
 class InsertStream:
@@ -259,8 +271,10 @@ class InsertStream:
     queued by ``submit`` and sent in batches by gRPC's request thread;
     ``wait`` blocks until the server confirmed all but ``keep`` of them.
 
-    Chunk handles of every unconfirmed item are held here, so that a stream
-    that reconnects can send them again.
+    Queued and unconfirmed items hold handles on their chunks, so that a
+    stream that reconnects can send them again. At most _MAX_IN_FLIGHT_ITEMS
+    items and about _MAX_IN_FLIGHT_BYTES of their chunks are on their way at
+    a time: ``submit`` blocks beyond that (back-pressure on a fast writer).
     """
 
     def __init__(
@@ -271,9 +285,8 @@ class InsertStream:
         self._lock = threading.Condition(threading.Lock())
         self._queue: collections.deque[_Submitted] = collections.deque()  # not yet sent
         self._unconfirmed: collections.deque[_Submitted] = collections.deque()  # sent
-        self._handles: dict[int, Any] = {}  # chunk key -> handle, for queued/unconfirmed items
-        self._uses: collections.Counter[int] = collections.Counter()
-        self._sent: set[int] = set()  # chunks the server keeps for this stream
+        self._in_flight_bytes = 0  # of the chunks of queued and unconfirmed items
+        self._idle = False  # the request thread waits for items
         self._error: BaseException | None = None
         self._closed = False
         self._generation = 0
@@ -300,23 +313,35 @@ class InsertStream:
         return len(requests)
 
     def submit(self, table: str, requests: list[Any]) -> None:
+        if self._error is not None:
+            raise self._error
+        if self._closed:
+            raise RuntimeError("the insert stream is closed")
         get = self._transport.get_chunk
+        size = 0
         entries = []
         for key, priority, trajectory in requests:
-            chunk_keys = list({s[0] for slices, _ in trajectory for s in slices})
-            entries.append(_Submitted(table, key, priority, trajectory, chunk_keys))
+            chunks = [get(k) for k in {s[0] for slices, _ in trajectory for s in slices}]
+            size += sum([chunk.nbytes for chunk in chunks])
+            entries.append(_Submitted(table, key, priority, trajectory, chunks))
         with self._lock:
+            while (
+                (
+                    len(self._queue) + len(self._unconfirmed) >= _MAX_IN_FLIGHT_ITEMS
+                    or self._in_flight_bytes >= _MAX_IN_FLIGHT_BYTES
+                )
+                and self._error is None
+                and not self._closed
+            ):
+                self._lock.wait(_WAIT_SLICE_SECONDS)
             if self._error is not None:
                 raise self._error
             if self._closed:
                 raise RuntimeError("the insert stream is closed")
-            for entry in entries:
-                for chunk_key in entry.chunk_keys:
-                    if self._uses[chunk_key] == 0:
-                        self._handles[chunk_key] = get(chunk_key)
-                    self._uses[chunk_key] += 1
-                self._queue.append(entry)
-            self._lock.notify_all()
+            self._in_flight_bytes += size
+            self._queue.extend(entries)
+            if self._idle:
+                self._lock.notify_all()
 
     def wait(self, keep: int, timeout: float | None, call: str) -> None:
         """Blocks until at most ``keep`` items are unconfirmed;
@@ -360,7 +385,6 @@ class InsertStream:
                 # every unconfirmed item goes again, before the queue.
                 self._queue.extendleft(reversed(self._unconfirmed))
                 self._unconfirmed.clear()
-                self._sent.clear()
                 self._generation += 1
                 generation = self._generation
             try:
@@ -393,53 +417,69 @@ class InsertStream:
 
     def _requests(self, generation: int) -> Iterator[Any]:
         """The request messages of one stream (runs on gRPC's thread)."""
+        sent: set[int] = set()  # chunks the server keeps for this stream
         while True:
             with self._lock:
+                self._idle = True
                 while not self._queue and not self._closed and self._generation == generation:
                     self._lock.wait(_WAIT_SLICE_SECONDS)
+                self._idle = False
                 if self._closed or self._generation != generation:
                     return
-                message = self._next_message_locked()
-            yield message
+                entries = self._take_locked()
+            yield self._message(entries, sent)
 
-    def _next_message_locked(self) -> Any:
-        # Built in place with add(): messages constructed on their own and
-        # passed in would be copied.
-        request = _proto.InsertRequest()
-        add_chunk, add_item = request.chunks.add, request.items.add
-        count = size = 0
-        store = self._transport._store
-        sent, handles, queue = self._sent, self._handles, self._queue
-        while queue and count < _MAX_ITEMS_PER_MESSAGE and size < _MAX_BYTES_PER_MESSAGE:
+    def _take_locked(self) -> list[_Submitted]:
+        """The next message's items, moved to the unconfirmed ones (the lock
+        is held only for this: the message is built without it)."""
+        entries: list[_Submitted] = []
+        size = 0
+        queue = self._queue
+        while queue and len(entries) < _MAX_ITEMS_PER_MESSAGE and size < _MAX_BYTES_PER_MESSAGE:
             entry = queue.popleft()
-            for chunk_key in entry.chunk_keys:
-                if chunk_key not in sent:
-                    handle = handles[chunk_key]
-                    wire.fill_chunk(add_chunk(), handle)
-                    size += handle.nbytes
-                    sent.add(chunk_key)
-            item = add_item(key=entry.key, table=entry.table, priority=entry.priority)
-            wire.fill_columns(item.columns, entry.trajectory)
-            self._unconfirmed.append(entry)
-            count += 1
-        # Chunks no item can use any more: neither a waiting item nor a live
-        # reference of the writer (whose chunks the local store still has).
-        released = [k for k in sent if k not in handles and k not in store]
+            size += sum([chunk.nbytes for chunk in entry.chunks])
+            entries.append(entry)
+        self._unconfirmed.extend(entries)
+        return entries
+
+    def _message(self, entries: list[_Submitted], sent: set[int]) -> Any:
+        request = _proto.InsertRequest()
+        new_chunks: list[Any] = []
+        for entry in entries:
+            for chunk in entry.chunks:
+                if chunk.key not in sent:
+                    new_chunks.append(chunk)
+                    sent.add(chunk.key)
+        if new_chunks:
+            wire.fill_chunks(request.chunks, new_chunks)
+        items = request.items
+        tables: dict[str, int] = {}
+        items.table_indices.extend(
+            [tables.setdefault(entry.table, len(tables)) for entry in entries]
+        )
+        items.tables.extend(tables)
+        items.keys.extend([entry.key for entry in entries])
+        items.priorities.extend([entry.priority for entry in entries])
+        wire.fill_trajectories(
+            items.trajectories,
+            _core.PackedTrajectories.pack([entry.trajectory for entry in entries]),
+        )
+        # Chunks gone from the local store have no handle left: neither a
+        # queued or unconfirmed item nor the writer can use them again.
+        store = self._transport._store
+        released = [key for key in sent if key not in store]
         sent.difference_update(released)
         request.release_chunk_keys.extend(released)
         return request
 
     def _confirm(self, keys: Any) -> None:
         with self._lock:
+            unconfirmed = self._unconfirmed
             for key in keys:
-                if not self._unconfirmed or self._unconfirmed[0].key != key:
+                if not unconfirmed or unconfirmed[0].key != key:
                     continue  # a confirmation from before a reconnect
-                entry = self._unconfirmed.popleft()
-                for chunk_key in entry.chunk_keys:
-                    self._uses[chunk_key] -= 1
-                    if self._uses[chunk_key] == 0:
-                        del self._uses[chunk_key]
-                        del self._handles[chunk_key]
+                entry = unconfirmed.popleft()
+                self._in_flight_bytes -= sum([chunk.nbytes for chunk in entry.chunks])
             self._lock.notify_all()
 
     def _fail(self, error: BaseException) -> None:
@@ -466,8 +506,9 @@ class RemoteSampleBatch:
         # The received chunks live in a store of their own, validated by the
         # core like any chunk, and die with the batch.
         store = _core.ChunkStore(1)
+        holder = _core.ChunkHolder()
         self._items: list[_RemoteSample] = []
-        fields: dict[str, list[Any]] = {
+        fields: dict[str, list[np.ndarray]] = {
             "keys": [],
             "probabilities": [],
             "table_sizes": [],
@@ -475,21 +516,26 @@ class RemoteSampleBatch:
             "times_sampled": [],
         }
         for response in responses:
-            chunks = {m.key: wire.add_chunk(store, m) for m in response.chunks}
-            for item in response.items:
-                trajectory = wire.trajectory_of(item.columns)
-                keys = wire.chunk_keys(item.columns)
-                self._items.append(_RemoteSample(trajectory, [chunks[k] for k in keys]))
-                fields["keys"].append(item.key)
-                fields["probabilities"].append(item.probability)
-                fields["table_sizes"].append(item.table_size)
-                fields["priorities"].append(item.priority)
-                fields["times_sampled"].append(item.times_sampled)
-        self.keys = np.array(fields["keys"], dtype=np.uint64)
-        self.probabilities = np.array(fields["probabilities"], dtype=np.float64)
-        self.table_sizes = np.array(fields["table_sizes"], dtype=np.int64)
-        self.priorities = np.array(fields["priorities"], dtype=np.float64)
-        self.times_sampled = np.array(fields["times_sampled"], dtype=np.int32)
+            wire.add_chunks(holder, store, response.chunks)
+            items = response.items
+            unpacked = wire.packed_trajectories(items.trajectories).unpack(holder)
+            self._items.extend(_RemoteSample(trajectory, chunks) for trajectory, chunks in unpacked)
+            fields["keys"].append(np.array(items.keys, np.uint64))
+            fields["probabilities"].append(np.array(items.probabilities, np.float64))
+            fields["table_sizes"].append(np.array(items.table_sizes, np.int64))
+            fields["priorities"].append(np.array(items.priorities, np.float64))
+            fields["times_sampled"].append(np.array(items.times_sampled, np.int32))
+        arrays = {
+            name: np.concatenate(parts) if parts else np.empty(0, dtype)
+            for (name, parts), dtype in zip(
+                fields.items(), (np.uint64, np.float64, np.int64, np.float64, np.int32), strict=True
+            )
+        }
+        self.keys = arrays["keys"]
+        self.probabilities = arrays["probabilities"]
+        self.table_sizes = arrays["table_sizes"]
+        self.priorities = arrays["priorities"]
+        self.times_sampled = arrays["times_sampled"]
 
     def __len__(self) -> int:
         return len(self._items)
