@@ -13,7 +13,7 @@ import pytest
 
 import resound
 
-from conftest import SAFETY, wait_until
+from conftest import SAFETY, Background, wait_until
 
 
 @pytest.fixture
@@ -73,3 +73,32 @@ def test_a_dropped_writer_stops_its_stream_thread(remote):
     gc.collect()
     wait_until(lambda: not any(t.is_alive() for t in threads), "the stream thread ended")
     assert server.table("q").info.current_size == 2
+
+
+def test_a_writer_ahead_of_the_server_waits_for_room(remote, monkeypatch):
+    # The queue holds 2 and nothing samples yet: the server takes 2 items and
+    # holds the 3rd; the writer may have only 4 items on their way.
+    from resound._transport import remote as remote_transport
+
+    monkeypatch.setattr(remote_transport, "_MAX_IN_FLIGHT_ITEMS", 4)
+    server, client = remote(resound.Table.queue("q", 2))
+    writer = client.trajectory_writer(1)
+    created: list[int] = []
+
+    def write_all() -> None:
+        for value in range(12):
+            writer.append({"x": np.float32(value)})
+            writer.create_item("q", 1.0, {"x": writer.history["x"][-1]})
+            created.append(value)
+
+    writing = Background(write_all)
+    wait_until(
+        lambda: len(created) >= 6 and writer._link.in_flight == 4,
+        "2 items are in the table and 4 on their way",
+    )
+    assert not writing.done() and len(created) == 6  # the 7th waits for room
+    taken = []
+    while len(taken) < 12:
+        taken += [s.data[0] for s in client.sample("q", 1, emit_timesteps=False, timeout=SAFETY)]
+    writing.value()
+    assert taken == list(range(12))

@@ -144,23 +144,31 @@ class ReplayServicer:
             self._add_chunks(holder, request.chunks)
             items = request.items
             keys = np.array(items.keys, np.uint64)
-            inserted = 0
+            # Items are confirmed once in their tables: at the end of the
+            # request, and meanwhile whenever the rate limiter holds up the
+            # rest (a writer ahead of its table learns what went in).
+            confirmed = inserted = 0
             if len(keys):
                 priorities, trajectories, runs = _item_batch(items, len(keys))
                 try:
                     for table, begin, end in runs:
-                        self._insert(
+                        for inserted in self._insert(  # noqa: B007 - used after the loop
                             table, keys, priorities, trajectories, holder, begin, end, context
-                        )
+                        ):
+                            if inserted > confirmed:
+                                yield _proto.InsertResponse(
+                                    item_keys=keys[confirmed:inserted].tolist()
+                                )
+                                confirmed = inserted
                         inserted = end
                 except Exception:
-                    if inserted:  # what went in is confirmed before the error
-                        yield _proto.InsertResponse(item_keys=keys[:inserted].tolist())
+                    if inserted > confirmed:  # what went in is confirmed before the error
+                        yield _proto.InsertResponse(item_keys=keys[confirmed:inserted].tolist())
                     raise
             if request.release_chunk_keys:
                 holder.release(np.array(request.release_chunk_keys, np.uint64))
-            if len(keys):
-                yield _proto.InsertResponse(item_keys=keys.tolist())
+            if len(keys) > confirmed:
+                yield _proto.InsertResponse(item_keys=keys[confirmed:].tolist())
 
     def _add_chunks(self, holder: Any, batch: Any) -> None:
         try:
@@ -178,7 +186,9 @@ class ReplayServicer:
         begin: int,
         end: int,
         context: grpc.ServicerContext,
-    ) -> None:
+    ) -> Iterator[int]:
+        """Inserts items [begin, end) of a request into ``table_name``; while
+        the rate limiter holds them up, yields how far they got."""
         table = self._table(table_name)
         done = begin
         while done < end:
@@ -191,6 +201,7 @@ class ReplayServicer:
                 if not context.is_active():
                     raise _StatusError(grpc.StatusCode.CANCELLED, "the client went away") from None
                 self._check_running()
+                yield done
 
     # --- Sample
 

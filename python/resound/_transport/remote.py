@@ -254,16 +254,25 @@ class _Submitted:
     uses (they keep the chunks alive, and in the local store, until the
     server confirmed the item)."""
 
-    __slots__ = ("chunks", "key", "priority", "table", "trajectory")
+    __slots__ = ("chunk_keys", "chunks", "key", "nbytes", "priority", "table", "trajectory")
 
     def __init__(
-        self, table: str, key: int, priority: float, trajectory: Any, chunks: list[Any]
+        self,
+        table: str,
+        key: int,
+        priority: float,
+        trajectory: Any,
+        chunk_keys: list[int],
+        chunks: list[Any],
+        nbytes: int,
     ) -> None:
         self.table = table
         self.key = key
         self.priority = priority
         self.trajectory = trajectory
+        self.chunk_keys = chunk_keys
         self.chunks = chunks
+        self.nbytes = nbytes  # of the chunks' payloads
 
 
 class InsertStream:
@@ -282,7 +291,10 @@ class InsertStream:
     ) -> None:
         self._transport = transport
         self._on_error = on_error
-        self._lock = threading.Condition(threading.Lock())
+        # The writer's hot path takes the plain lock (a Condition's own
+        # __enter__ is Python code); waits go through the Condition on it.
+        self._mutex = threading.Lock()
+        self._lock = threading.Condition(self._mutex)
         self._queue: collections.deque[_Submitted] = collections.deque()  # not yet sent
         self._unconfirmed: collections.deque[_Submitted] = collections.deque()  # sent
         self._in_flight_bytes = 0  # of the chunks of queued and unconfirmed items
@@ -321,27 +333,40 @@ class InsertStream:
         size = 0
         entries = []
         for key, priority, trajectory in requests:
-            chunks = [get(k) for k in {s[0] for slices, _ in trajectory for s in slices}]
-            size += sum([chunk.nbytes for chunk in chunks])
-            entries.append(_Submitted(table, key, priority, trajectory, chunks))
-        with self._lock:
-            while (
-                (
-                    len(self._queue) + len(self._unconfirmed) >= _MAX_IN_FLIGHT_ITEMS
-                    or self._in_flight_bytes >= _MAX_IN_FLIGHT_BYTES
-                )
-                and self._error is None
-                and not self._closed
+            if len(trajectory) == 1 and len(trajectory[0][0]) == 1:  # the common case
+                chunk_keys = [trajectory[0][0][0][0]]
+            else:
+                chunk_keys = list({s[0] for slices, _ in trajectory for s in slices})
+            chunks = [get(k) for k in chunk_keys]
+            nbytes = sum([chunk.nbytes for chunk in chunks])
+            size += nbytes
+            entries.append(_Submitted(table, key, priority, trajectory, chunk_keys, chunks, nbytes))
+        with self._mutex:
+            queue = self._queue
+            if (
+                len(queue) + len(self._unconfirmed) >= _MAX_IN_FLIGHT_ITEMS
+                or self._in_flight_bytes >= _MAX_IN_FLIGHT_BYTES
             ):
-                self._lock.wait(_WAIT_SLICE_SECONDS)
-            if self._error is not None:
-                raise self._error
-            if self._closed:
-                raise RuntimeError("the insert stream is closed")
+                self._wait_for_room_locked()
             self._in_flight_bytes += size
-            self._queue.extend(entries)
+            queue.extend(entries)
             if self._idle:
                 self._lock.notify_all()
+
+    def _wait_for_room_locked(self) -> None:
+        while (
+            (
+                len(self._queue) + len(self._unconfirmed) >= _MAX_IN_FLIGHT_ITEMS
+                or self._in_flight_bytes >= _MAX_IN_FLIGHT_BYTES
+            )
+            and self._error is None
+            and not self._closed
+        ):
+            self._lock.wait(_WAIT_SLICE_SECONDS)
+        if self._error is not None:
+            raise self._error
+        if self._closed:
+            raise RuntimeError("the insert stream is closed")
 
     def wait(self, keep: int, timeout: float | None, call: str) -> None:
         """Blocks until at most ``keep`` items are unconfirmed;
@@ -437,7 +462,7 @@ class InsertStream:
         queue = self._queue
         while queue and len(entries) < _MAX_ITEMS_PER_MESSAGE and size < _MAX_BYTES_PER_MESSAGE:
             entry = queue.popleft()
-            size += sum([chunk.nbytes for chunk in entry.chunks])
+            size += entry.nbytes
             entries.append(entry)
         self._unconfirmed.extend(entries)
         return entries
@@ -446,10 +471,10 @@ class InsertStream:
         request = _proto.InsertRequest()
         new_chunks: list[Any] = []
         for entry in entries:
-            for chunk in entry.chunks:
-                if chunk.key not in sent:
+            for key, chunk in zip(entry.chunk_keys, entry.chunks, strict=True):
+                if key not in sent:
                     new_chunks.append(chunk)
-                    sent.add(chunk.key)
+                    sent.add(key)
         if new_chunks:
             wire.fill_chunks(request.chunks, new_chunks)
         items = request.items
@@ -478,8 +503,7 @@ class InsertStream:
             for key in keys:
                 if not unconfirmed or unconfirmed[0].key != key:
                     continue  # a confirmation from before a reconnect
-                entry = unconfirmed.popleft()
-                self._in_flight_bytes -= sum([chunk.nbytes for chunk in entry.chunks])
+                self._in_flight_bytes -= unconfirmed.popleft().nbytes
             self._lock.notify_all()
 
     def _fail(self, error: BaseException) -> None:
