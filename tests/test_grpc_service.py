@@ -60,9 +60,10 @@ def insert_stream(channel: grpc.Channel):
     )
 
 
-def chunks(key: int, values: list[float], **overrides) -> object:
-    """A ChunkBatch of one float32 chunk holding ``values``; ``overrides``
-    replace its fields (layout fields included)."""
+def chunks(key: int, values: list[float], **overrides) -> dict:
+    """The InsertRequest fields (chunks, chunk_data) of one float32 chunk
+    holding ``values``; ``overrides`` replace fields (layout fields and
+    ``data``, the payload, included)."""
     data = np.asarray(values, np.float32)
     layout = dict(dtype="<f4", shape=[], compression="none")
     fields = dict(
@@ -74,7 +75,8 @@ def chunks(key: int, values: list[float], **overrides) -> object:
         if name in layout:
             layout[name] = overrides.pop(name)
     fields.update(overrides)
-    return P.ChunkBatch(layouts=[P.ChunkLayout(**layout)], **fields)
+    data = fields.pop("data")
+    return dict(chunks=P.ChunkBatch(layouts=[P.ChunkLayout(**layout)], **fields), chunk_data=data)
 
 
 def items(*specs: dict) -> object:
@@ -127,9 +129,7 @@ def test_a_well_formed_stream_inserts_and_confirms_in_order(service):
     key = fresh_key()
     responses = send(
         channel,
-        P.InsertRequest(
-            chunks=chunks(key, [1, 2, 3]), items=items(item(10, key), item(11, key, 1, 2))
-        ),
+        P.InsertRequest(**chunks(key, [1, 2, 3]), items=items(item(10, key), item(11, key, 1, 2))),
         P.InsertRequest(items=items(item(12, key, 2)), release_chunk_keys=[key]),
     )
     assert [list(r.item_keys) for r in responses] == [[10, 11], [12]]
@@ -144,47 +144,45 @@ MALFORMED = {
         "uses chunk",
     ),
     "slice-outside-chunk": (
-        lambda k: P.InsertRequest(chunks=chunks(k, [1, 2]), items=items(item(10, k, 1, 5))),
+        lambda k: P.InsertRequest(**chunks(k, [1, 2]), items=items(item(10, k, 1, 5))),
         grpc.StatusCode.INVALID_ARGUMENT,
         "",
     ),
     "nan-priority": (
-        lambda k: P.InsertRequest(
-            chunks=chunks(k, [1]), items=items(item(10, k, priority=math.nan))
-        ),
+        lambda k: P.InsertRequest(**chunks(k, [1]), items=items(item(10, k, priority=math.nan))),
         grpc.StatusCode.INVALID_ARGUMENT,
         "priority",
     ),
     "unknown-table": (
-        lambda k: P.InsertRequest(chunks=chunks(k, [1]), items=items(item(10, k, table="nope"))),
+        lambda k: P.InsertRequest(**chunks(k, [1]), items=items(item(10, k, table="nope"))),
         grpc.StatusCode.NOT_FOUND,
         "nope",
     ),
     "payload-size": (
-        lambda k: P.InsertRequest(chunks=chunks(k, [1], data=b"abc")),
+        lambda k: P.InsertRequest(**chunks(k, [1], data=b"abc")),
         grpc.StatusCode.INVALID_ARGUMENT,
         "is invalid",
     ),
     "negative-shape": (
-        lambda k: P.InsertRequest(chunks=chunks(k, [1], shape=[-2])),
+        lambda k: P.InsertRequest(**chunks(k, [1], shape=[-2])),
         grpc.StatusCode.INVALID_ARGUMENT,
         "is invalid",
     ),
     "signature-dtype": (
-        lambda k: P.InsertRequest(chunks=chunks(k, [1], dtype="<i4"), items=items(item(10, k))),
+        lambda k: P.InsertRequest(**chunks(k, [1], dtype="<i4"), items=items(item(10, k))),
         grpc.StatusCode.INVALID_ARGUMENT,
         "",
     ),
     "no-columns": (
         lambda k: P.InsertRequest(
-            chunks=chunks(k, [1]), items=items(dict(key=10, chunk_key=k, columns=False))
+            **chunks(k, [1]), items=items(dict(key=10, chunk_key=k, columns=False))
         ),
         grpc.StatusCode.INVALID_ARGUMENT,
         "no columns",
     ),
     "keys-and-priorities-differ": (
         lambda k: P.InsertRequest(
-            chunks=chunks(k, [1]),
+            **chunks(k, [1]),
             items=P.ItemBatch(
                 tables=["t"],
                 table_indices=[0, 0],
@@ -198,7 +196,7 @@ MALFORMED = {
     ),
     "table-index-out-of-range": (
         lambda k: P.InsertRequest(
-            chunks=chunks(k, [1]),
+            **chunks(k, [1]),
             items=P.ItemBatch(
                 tables=["t"],
                 table_indices=[1],
@@ -212,7 +210,7 @@ MALFORMED = {
     ),
     "slices-do-not-add-up": (
         lambda k: P.InsertRequest(
-            chunks=chunks(k, [1]),
+            **chunks(k, [1]),
             items=P.ItemBatch(
                 tables=["t"],
                 table_indices=[0],
@@ -232,12 +230,12 @@ MALFORMED = {
         "num_slices adds up to 2",
     ),
     "data-sizes-short-of-data": (
-        lambda k: P.InsertRequest(chunks=chunks(k, [1], data=b"\0" * 8)),
+        lambda k: P.InsertRequest(**chunks(k, [1], data=b"\0" * 8)),
         grpc.StatusCode.INVALID_ARGUMENT,
         "data_sizes add up to 4",
     ),
     "layout-index-out-of-range": (
-        lambda k: P.InsertRequest(chunks=chunks(k, [1], layout_indices=[3])),
+        lambda k: P.InsertRequest(**chunks(k, [1], layout_indices=[3])),
         grpc.StatusCode.INVALID_ARGUMENT,
         "layout index 3",
     ),
@@ -260,7 +258,7 @@ def test_items_before_a_refused_one_are_confirmed_first(service):
     call = insert_stream(channel)(
         iter(
             [
-                P.InsertRequest(chunks=chunks(key, [1]), items=items(item(10, key))),
+                P.InsertRequest(**chunks(key, [1]), items=items(item(10, key))),
                 P.InsertRequest(items=items(item(11, key), item(12, key, table="nope"))),
             ]
         ),
@@ -323,7 +321,7 @@ def test_a_client_that_vanishes_mid_stream_leaves_the_server_serving(service):
     key = fresh_key()
 
     def requests():
-        yield P.InsertRequest(chunks=chunks(key, [1, 2]), items=items(item(10, key)))
+        yield P.InsertRequest(**chunks(key, [1, 2]), items=items(item(10, key)))
         gone.wait(SAFETY)  # the stream stays open until the client gives up
 
     call = insert_stream(channel)(requests(), timeout=SAFETY)

@@ -32,8 +32,8 @@ def test_messages_round_trip_payload_bytes_untouched():
             layout_indices=[0],
             num_steps=[64],
             data_sizes=[len(payload)],
-            data=payload,
         ),
+        chunk_data=payload,
         items=_proto.ItemBatch(
             tables=["t"],
             table_indices=[0],
@@ -50,6 +50,40 @@ def test_messages_round_trip_payload_bytes_untouched():
         ),
     )
     decoded = _proto.InsertRequest.FromString(request.SerializeToString())
-    assert decoded.chunks.data == payload and list(decoded.chunks.keys) == [2**64 - 1]
+    assert decoded.chunk_data == payload and list(decoded.chunks.keys) == [2**64 - 1]
     assert list(decoded.items.trajectories.lengths) == [2]
     assert _proto.SERVICE == "resound.v1.Replay"
+
+
+def test_payloads_appended_to_a_message_read_back_in_place():
+    from resound import _core
+    from resound._service import wire
+
+    store = _core.ChunkStore()
+    payloads = [bytes([i]) * (100 + i) for i in range(3)]
+    chunks = [store.add(90 + i, p, "|u1", (), len(p)) for i, p in enumerate(payloads)]
+    message = _proto.SampleResponse(items=_proto.SampledItems(keys=[1, 2]))
+    wire.fill_chunks(message.chunks, chunks)
+    raw = wire.encode(message, chunks)
+    # What protobuf itself reads: the payloads in chunk_data, back to back.
+    assert _proto.SampleResponse.FromString(raw).chunk_data == b"".join(payloads)
+    decoded, view = wire.decode(_proto.SampleResponse, raw)
+    assert bytes(view) == b"".join(payloads) and decoded.chunk_data == b""
+    assert list(decoded.items.keys) == [1, 2] and list(decoded.chunks.keys) == [90, 91, 92]
+    # chunk_data anywhere in the message (as another encoder may put it).
+    other = _proto.SampleResponse(chunk_data=b"xyz", items=_proto.SampledItems(keys=[3]))
+    decoded, view = wire.decode(_proto.SampleResponse, other.SerializeToString())
+    assert bytes(view) == b"xyz" and list(decoded.items.keys) == [3]
+
+
+def test_malformed_messages_are_refused_by_decode():
+    import pytest
+
+    from resound._service import wire
+
+    raw = _proto.SampleResponse(
+        chunk_data=b"x" * 50, items=_proto.SampledItems(keys=[3])
+    ).SerializeToString()
+    for bad in (raw[:-10], raw[:1], b"\xff" * 11, b"\x0b\x00"):  # cut, cut, bad varint, group
+        with pytest.raises(ValueError):
+            wire.decode(_proto.SampleResponse, bad)

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <string>
 #include <utility>
 #include <vector>
@@ -141,14 +142,13 @@ void AddChunks(ChunkHolder& holder, ChunkStore& store, const py::sequence& layou
 }
 
 // (layouts, keys, layout_indices, num_steps, episode_ids, start_steps,
-// end_steps, data_sizes, data) of `chunks`, their payloads copied back to
-// back into one bytes object.
+// end_steps, data_sizes) of `chunks` (their payloads go separately: see
+// AppendPayloads).
 py::tuple PackChunks(const std::vector<std::shared_ptr<Chunk>>& chunks) {
   std::vector<const Chunk*> layouts;
   std::vector<uint32_t> layout_indices;
   std::vector<uint64_t> keys, episode_ids;
   std::vector<int64_t> num_steps, start_steps, end_steps, data_sizes;
-  size_t total = 0;
   for (const auto& chunk : chunks) {
     if (!chunk) throw InvalidArgumentError("chunks must not hold None");
     size_t layout = 0;
@@ -161,22 +161,104 @@ py::tuple PackChunks(const std::vector<std::shared_ptr<Chunk>>& chunks) {
     start_steps.push_back(chunk->start_step());
     end_steps.push_back(chunk->end_step());
     data_sizes.push_back(static_cast<int64_t>(chunk->data_size()));
-    total += chunk->data_size();
-  }
-  py::bytes data(nullptr, static_cast<py::ssize_t>(total));
-  {
-    char* out = PyBytes_AS_STRING(data.ptr());
-    std::optional<py::gil_scoped_release> release;
-    if (total > kKeepGilBelowBytes) release.emplace();
-    for (const auto& chunk : chunks) {
-      std::memcpy(out, chunk->data(), chunk->data_size());
-      out += chunk->data_size();
-    }
   }
   py::list layout_list;
   for (const Chunk* chunk : layouts) layout_list.append(LayoutOf(*chunk));
   return py::make_tuple(std::move(layout_list), keys, layout_indices, num_steps, episode_ids, start_steps,
-                        end_steps, data_sizes, std::move(data));
+                        end_steps, data_sizes);
+}
+
+// Protocol buffers' base-128 varint.
+size_t PutVarint(uint64_t value, char* out) noexcept {
+  size_t n = 0;
+  while (value >= 0x80) {
+    out[n++] = static_cast<char>((value & 0x7F) | 0x80);
+    value >>= 7;
+  }
+  out[n++] = static_cast<char>(value);
+  return n;
+}
+
+// `head` (a serialized message) followed by bytes field `field_number` holding
+// the payloads of `chunks` back to back: a message whose payloads were copied
+// once, straight from the chunks into the result.
+py::bytes AppendPayloads(const py::bytes& head, uint32_t field_number, const std::vector<std::shared_ptr<Chunk>>& chunks) {
+  if (field_number == 0 || field_number >= (1u << 29)) throw InvalidArgumentError("field_number must be in [1, 2**29)");
+  size_t total = 0;
+  for (const auto& chunk : chunks) {
+    if (!chunk) throw InvalidArgumentError("chunks must not hold None");
+    total += chunk->data_size();
+  }
+  char prefix[20];
+  size_t prefix_size = PutVarint((static_cast<uint64_t>(field_number) << 3) | 2, prefix);
+  prefix_size += PutVarint(total, prefix + prefix_size);
+  const std::string_view head_bytes(PyBytes_AS_STRING(head.ptr()), static_cast<size_t>(PyBytes_GET_SIZE(head.ptr())));
+  py::bytes out(nullptr, static_cast<py::ssize_t>(head_bytes.size() + prefix_size + total));
+  char* cursor = PyBytes_AS_STRING(out.ptr());
+  std::memcpy(cursor, head_bytes.data(), head_bytes.size());
+  cursor += head_bytes.size();
+  std::memcpy(cursor, prefix, prefix_size);
+  cursor += prefix_size;
+  std::optional<py::gil_scoped_release> release;
+  if (total > kKeepGilBelowBytes) release.emplace();
+  for (const auto& chunk : chunks) {
+    std::memcpy(cursor, chunk->data(), chunk->data_size());
+    cursor += chunk->data_size();
+  }
+  return out;
+}
+
+// Reads a varint at data[*at], advancing *at; false if it runs past `size`
+// or over ten bytes.
+bool GetVarint(const uint8_t* data, size_t size, size_t* at, uint64_t* value) noexcept {
+  *value = 0;
+  for (int shift = 0; shift < 64 && *at < size; shift += 7) {
+    const uint8_t byte = data[(*at)++];
+    *value |= static_cast<uint64_t>(byte & 0x7F) << shift;
+    if ((byte & 0x80) == 0) return true;
+  }
+  return false;
+}
+
+// Where the last top-level field `field_number` (length-delimited) lies in a
+// serialized message: (field_start, field_end, value_start) or None if it
+// is absent. ValueError if the message is malformed before its end.
+py::object FindBytesField(py::handle message, uint32_t field_number) {
+  const BufferView view(message);
+  const auto* data = static_cast<const uint8_t*>(view.data());
+  const size_t size = view.size();
+  size_t at = 0;
+  py::object found = py::none();
+  while (at < size) {
+    const size_t field_start = at;
+    uint64_t tag = 0;
+    if (!GetVarint(data, size, &at, &tag)) throw InvalidArgumentError("message: a field tag is cut off");
+    const uint64_t number = tag >> 3;
+    uint64_t skip = 0;
+    switch (tag & 7) {
+      case 0:  // varint
+        if (!GetVarint(data, size, &at, &skip)) throw InvalidArgumentError("message: a varint is cut off");
+        skip = 0;
+        break;
+      case 1:  // 64-bit
+        skip = 8;
+        break;
+      case 2:  // length-delimited
+        if (!GetVarint(data, size, &at, &skip)) throw InvalidArgumentError("message: a length is cut off");
+        break;
+      case 5:  // 32-bit
+        skip = 4;
+        break;
+      default:
+        throw InvalidArgumentError("message: field " + std::to_string(number) + " has an unsupported wire type " +
+                                   std::to_string(tag & 7));
+    }
+    if (skip > size - at) throw InvalidArgumentError("message: field " + std::to_string(number) + " runs past its end");
+    const size_t value_start = at;
+    at += static_cast<size_t>(skip);
+    if (number == field_number && (tag & 7) == 2) found = py::make_tuple(field_start, at, value_start);
+  }
+  return found;
 }
 
 py::list ToLists(const PackedTrajectories& packed) {
@@ -285,8 +367,13 @@ service carries them.
           "(trajectory, chunks) of every item, the chunks taken from `holder`.");
 
   m.def("pack_chunks", &PackChunks, py::arg("chunks"),
-        "(layouts, keys, layout_indices, num_steps, episode_ids, start_steps, end_steps, data_sizes, data) of "
-        "`chunks`: the arrays as lists, the payloads back to back in one bytes object.");
+        "(layouts, keys, layout_indices, num_steps, episode_ids, start_steps, end_steps, data_sizes) of `chunks`, "
+        "as lists.");
+  m.def("append_payloads", &AppendPayloads, py::arg("head"), py::arg("field_number"), py::arg("chunks"),
+        "`head` (a serialized message) plus bytes field `field_number` holding the chunks' payloads back to back.");
+  m.def("find_bytes_field", &FindBytesField, py::arg("message"), py::arg("field_number"),
+        "(field_start, field_end, value_start) of the last top-level length-delimited field `field_number` of a "
+        "serialized message, or None. ValueError if the message is malformed.");
 }
 
 }  // namespace resound::bindings

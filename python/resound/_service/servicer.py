@@ -74,13 +74,15 @@ class ReplayServicer:
             {
                 "Insert": grpc.stream_stream_rpc_method_handler(
                     self._guard_stream(self.insert),
-                    request_deserializer=P.InsertRequest.FromString,
+                    # Raw bytes in: wire.decode reads chunk payloads in place.
+                    request_deserializer=None,
                     response_serializer=P.InsertResponse.SerializeToString,
                 ),
                 "Sample": grpc.unary_stream_rpc_method_handler(
                     self._guard_stream(self.sample),
                     request_deserializer=P.SampleRequest.FromString,
-                    response_serializer=P.SampleResponse.SerializeToString,
+                    # Bytes out: wire.encode copies chunk payloads once.
+                    response_serializer=None,
                 ),
                 "MutatePriorities": grpc.unary_unary_rpc_method_handler(
                     self._guard(self.mutate_priorities),
@@ -140,8 +142,9 @@ class ReplayServicer:
 
     def insert(self, requests: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
         holder = _core.ChunkHolder()  # the chunks this stream keeps
-        for request in _polled(requests, context, self._check_running):
-            self._add_chunks(holder, request.chunks)
+        for raw in _polled(requests, context, self._check_running):
+            request, payloads = self._decode_insert(raw)
+            self._add_chunks(holder, request.chunks, payloads)
             items = request.items
             keys = np.array(items.keys, np.uint64)
             # Items are confirmed once in their tables: at the end of the
@@ -170,9 +173,16 @@ class ReplayServicer:
             if len(keys) > confirmed:
                 yield _proto.InsertResponse(item_keys=keys[confirmed:].tolist())
 
-    def _add_chunks(self, holder: Any, batch: Any) -> None:
+    @staticmethod
+    def _decode_insert(raw: bytes) -> tuple[Any, memoryview]:
         try:
-            wire.add_chunks(holder, self._store, batch)
+            return wire.decode(_proto.InsertRequest, raw)
+        except ValueError as error:
+            raise _StatusError(grpc.StatusCode.INVALID_ARGUMENT, str(error)) from None
+
+    def _add_chunks(self, holder: Any, batch: Any, payloads: memoryview) -> None:
+        try:
+            wire.add_chunks(holder, self._store, batch, payloads)
         except ValueError as error:
             raise _StatusError(grpc.StatusCode.INVALID_ARGUMENT, str(error)) from None
 
@@ -372,5 +382,5 @@ def _sample_responses(batch: Any, limit: int) -> Iterator[Any]:
         items.table_sizes.extend(info[4][begin:end])
         items.rate_limited.extend(info[5][begin:end])
         wire.fill_trajectories(items.trajectories, trajectories)
-        yield response
+        yield wire.encode(response, chunks)
         begin = end

@@ -17,6 +17,8 @@ from resound.table_info import RateLimiterCallStats, RateLimiterInfo, TableInfo
 
 __all__ = [
     "add_chunks",
+    "decode",
+    "encode",
     "fill_chunks",
     "fill_trajectories",
     "packed_trajectories",
@@ -25,10 +27,42 @@ __all__ = [
 ]
 
 
+def encode(message: Any, chunks: list[_core.Chunk]) -> bytes:
+    """``message`` serialized, with the payloads of ``chunks`` in its
+    ``chunk_data`` field: copied once, from the chunks into the result."""
+    head = message.SerializeToString()
+    if not chunks:
+        return head
+    number = message.DESCRIPTOR.fields_by_name["chunk_data"].number
+    return _core.append_payloads(head, number, chunks)
+
+
+def decode(message_class: Any, raw: bytes) -> tuple[Any, memoryview]:
+    """(message, chunk payloads) of a serialized message with a
+    ``chunk_data`` field; the payloads are a view into ``raw`` (not copied,
+    and not parsed into the message). ValueError if ``raw`` is malformed."""
+    view = memoryview(raw)
+    number = message_class.DESCRIPTOR.fields_by_name["chunk_data"].number
+    found = _core.find_bytes_field(view, number)
+    if found is None:
+        return _parse(message_class, view), view[0:0]
+    start, end, value = found
+    rest = view[:start] if end == len(view) else bytes(view[:start]) + bytes(view[end:])
+    return _parse(message_class, rest), view[value:end]
+
+
+def _parse(message_class: Any, data: Any) -> Any:
+    try:
+        return message_class.FromString(data)
+    except Exception as error:  # noqa: BLE001 - protobuf's DecodeError and kin
+        raise ValueError(f"malformed {message_class.DESCRIPTOR.name}: {error}") from None
+
+
 def fill_chunks(batch: Any, chunks: list[_core.Chunk]) -> None:
-    """Sets a ChunkBatch message to ``chunks`` (one core call packs them all)."""
-    layouts, keys, layout_indices, num_steps, episode_ids, starts, ends, sizes, data = (
-        _core.pack_chunks(chunks)
+    """Sets a ChunkBatch message to describe ``chunks`` (one core call packs
+    them all; their payloads go in with :func:`encode`)."""
+    layouts, keys, layout_indices, num_steps, episode_ids, starts, ends, sizes = _core.pack_chunks(
+        chunks
     )
     add_layout = batch.layouts.add
     for dtype, shape, compression, delta_encoded in layouts:
@@ -40,13 +74,15 @@ def fill_chunks(batch: Any, chunks: list[_core.Chunk]) -> None:
     batch.start_steps.extend(starts)
     batch.end_steps.extend(ends)
     batch.data_sizes.extend(sizes)
-    batch.data = data
 
 
-def add_chunks(holder: _core.ChunkHolder, store: _core.ChunkStore, batch: Any) -> None:
-    """Adds the chunks of a ChunkBatch message to ``store`` and ``holder``
-    (the core validates them: ValueError names the first bad one)."""
-    if not batch.keys and not batch.data:
+def add_chunks(
+    holder: _core.ChunkHolder, store: _core.ChunkStore, batch: Any, payloads: Any
+) -> None:
+    """Adds the chunks a ChunkBatch message describes, their payloads back to
+    back in ``payloads``, to ``store`` and ``holder`` (the core validates
+    them: ValueError names the first bad one)."""
+    if not batch.keys and not len(payloads):
         return
     layouts = [
         (layout.dtype, list(layout.shape), layout.compression or "none", layout.delta_encoded)
@@ -62,7 +98,7 @@ def add_chunks(holder: _core.ChunkHolder, store: _core.ChunkStore, batch: Any) -
         np.array(batch.start_steps, np.int64),
         np.array(batch.end_steps, np.int64),
         np.array(batch.data_sizes, np.int64),
-        batch.data,
+        payloads,
     )
 
 

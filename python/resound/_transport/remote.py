@@ -91,14 +91,17 @@ class RemoteTransport:
         P = _proto  # noqa: N806 - the message module
 
         def method(name: str, kind: str, request: Any, response: Any) -> Any:
+            # None: the message travels as the bytes given or received
+            # (messages with chunk payloads are encoded and decoded by
+            # wire.encode / wire.decode, which copy payloads once or never).
             return getattr(self._channel, kind)(
                 f"/{P.SERVICE}/{name}",
-                request_serializer=request.SerializeToString,
-                response_deserializer=response.FromString,
+                request_serializer=request and request.SerializeToString,
+                response_deserializer=response and response.FromString,
             )
 
-        self._insert_call = method("Insert", "stream_stream", P.InsertRequest, P.InsertResponse)
-        self._sample_call = method("Sample", "unary_stream", P.SampleRequest, P.SampleResponse)
+        self._insert_call = method("Insert", "stream_stream", None, P.InsertResponse)
+        self._sample_call = method("Sample", "unary_stream", P.SampleRequest, None)
         self._mutate_call = method(
             "MutatePriorities", "unary_unary", P.MutatePrioritiesRequest, P.MutatePrioritiesResponse
         )
@@ -467,7 +470,7 @@ class InsertStream:
         self._unconfirmed.extend(entries)
         return entries
 
-    def _message(self, entries: list[_Submitted], sent: set[int]) -> Any:
+    def _message(self, entries: list[_Submitted], sent: set[int]) -> bytes:
         request = _proto.InsertRequest()
         new_chunks: list[Any] = []
         for entry in entries:
@@ -495,7 +498,7 @@ class InsertStream:
         released = [key for key in sent if key not in store]
         sent.difference_update(released)
         request.release_chunk_keys.extend(released)
-        return request
+        return wire.encode(request, new_chunks)
 
     def _confirm(self, keys: Any) -> None:
         with self._lock:
@@ -526,7 +529,7 @@ class RemoteSampleBatch:
     """Samples of one Sample call, shaped like the core's SampleBatch (info
     fields as arrays; items with trajectory and chunks)."""
 
-    def __init__(self, responses: list[Any]) -> None:
+    def __init__(self, responses: list[bytes]) -> None:
         # The received chunks live in a store of their own, validated by the
         # core like any chunk, and die with the batch.
         store = _core.ChunkStore(1)
@@ -539,8 +542,9 @@ class RemoteSampleBatch:
             "priorities": [],
             "times_sampled": [],
         }
-        for response in responses:
-            wire.add_chunks(holder, store, response.chunks)
+        for raw in responses:
+            response, payloads = wire.decode(_proto.SampleResponse, raw)
+            wire.add_chunks(holder, store, response.chunks, payloads)
             items = response.items
             unpacked = wire.packed_trajectories(items.trajectories).unpack(holder)
             self._items.extend(_RemoteSample(trajectory, chunks) for trajectory, chunks in unpacked)
