@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import time
@@ -81,6 +82,14 @@ class Client:
     @property
     def server_address(self) -> str:
         return self._address
+
+    def __del__(self) -> None:
+        # The stream behind insert() has a thread of its own, which would
+        # otherwise outlive the client (writers have streams of their own).
+        close = getattr(self._transport_obj, "close_client_stream", None)
+        if close is not None:
+            with contextlib.suppress(Exception):  # the interpreter may be shutting down
+                close()
 
     @property
     def _transport(self) -> Any:

@@ -131,6 +131,14 @@ class RemoteTransport:
             self._client_stream.close()
         self._channel.close()
 
+    def close_client_stream(self) -> None:
+        """Ends the stream of ``Client.insert`` (its client is gone; writers
+        keep their own streams and the channel). Does not wait for the
+        stream's thread: this runs in finalizers."""
+        stream, self._client_stream = self._client_stream, None
+        if stream is not None:
+            stream.close(wait=False)
+
     def column_chunker(
         self, dtype: str, shape: tuple[int, ...], max_chunk_length: int, keep_alive: int
     ) -> Any:
