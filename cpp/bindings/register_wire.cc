@@ -23,6 +23,7 @@
 #include "resound/chunk_holder.h"
 #include "resound/chunk_store.h"
 #include "resound/errors.h"
+#include "resound/insert_request_encoder.h"
 #include "resound/packed_trajectories.h"
 
 namespace resound::bindings {
@@ -365,6 +366,47 @@ service carries them.
           },
           py::arg("holder"),
           "(trajectory, chunks) of every item, the chunks taken from `holder`.");
+
+  py::class_<InsertRequestEncoder, std::shared_ptr<InsertRequestEncoder>>(m, "InsertRequestEncoder", R"doc(
+The client end of an insert stream: queued items, written into serialized
+InsertRequest messages by the thousand, held until the server confirms them
+(each holds its chunks). Not thread-safe.
+)doc")
+      .def(py::init([](std::shared_ptr<ChunkStore> store) {
+             return std::make_shared<InsertRequestEncoder>(std::move(store));
+           }),
+           py::arg("store"))
+      .def(
+          "add",
+          [](InsertRequestEncoder& encoder, const std::string& table, py::handle key, double priority,
+             py::handle trajectory) {
+            encoder.Add(table, ToKey(key, "key"), priority, ToTrajectory(trajectory, "trajectory"));
+          },
+          py::arg("table"), py::arg("key"), py::arg("priority"), py::arg("trajectory"),
+          "Queues an item (trajectory as Table.insert takes it); NotFoundError if a chunk is not live.")
+      .def(
+          "take_message",
+          [](InsertRequestEncoder& encoder, size_t max_items, size_t max_bytes) {
+            py::bytes out;
+            encoder.TakeMessage(max_items, max_bytes, [&out](size_t size) {
+              out = py::bytes(nullptr, static_cast<py::ssize_t>(size));
+              return PyBytes_AS_STRING(out.ptr());
+            });
+            return out;
+          },
+          py::arg("max_items"), py::arg("max_bytes"),
+          "The next serialized InsertRequest (its items become unconfirmed).")
+      .def(
+          "confirm",
+          [](InsertRequestEncoder& encoder, const Array<uint64_t>& keys) {
+            return encoder.Confirm({keys.data(), static_cast<size_t>(keys.size())});
+          },
+          py::arg("keys"), "Drops the unconfirmed items these keys confirm; returns how many.")
+      .def("requeue", &InsertRequestEncoder::Requeue,
+           "A new stream: unconfirmed items go back to the front of the queue, every chunk counts as unsent.")
+      .def_property_readonly("queued", &InsertRequestEncoder::queued)
+      .def_property_readonly("unconfirmed", &InsertRequestEncoder::unconfirmed)
+      .def_property_readonly("in_flight_bytes", &InsertRequestEncoder::in_flight_bytes);
 
   m.def("pack_chunks", &PackChunks, py::arg("chunks"),
         "(layouts, keys, layout_indices, num_steps, episode_ids, start_steps, end_steps, data_sizes) of `chunks`, "

@@ -86,7 +86,7 @@ class Client:
     def __del__(self) -> None:
         # The stream behind insert() has a thread of its own, which would
         # otherwise outlive the client (writers have streams of their own).
-        close = getattr(self._transport_obj, "close_client_stream", None)
+        close = getattr(getattr(self, "_transport_obj", None), "close_client_stream", None)
         if close is not None:
             with contextlib.suppress(Exception):  # the interpreter may be shutting down
                 close()

@@ -13,7 +13,6 @@ per response.
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import functools
 import threading
@@ -260,41 +259,16 @@ def _update_arrays(updates: Any) -> tuple[list[int], list[float]]:
     return keys, priorities
 
 
-class _Submitted:
-    """An item on its way: what the server needs, and handles on the chunks it
-    uses (they keep the chunks alive, and in the local store, until the
-    server confirmed the item)."""
-
-    __slots__ = ("chunk_keys", "chunks", "key", "nbytes", "priority", "table", "trajectory")
-
-    def __init__(
-        self,
-        table: str,
-        key: int,
-        priority: float,
-        trajectory: Any,
-        chunk_keys: list[int],
-        chunks: list[Any],
-        nbytes: int,
-    ) -> None:
-        self.table = table
-        self.key = key
-        self.priority = priority
-        self.trajectory = trajectory
-        self.chunk_keys = chunk_keys
-        self.chunks = chunks
-        self.nbytes = nbytes  # of the chunks' payloads
-
-
 class InsertStream:
     """One insert stream to the server: items (and the chunks they use) are
     queued by ``submit`` and sent in batches by gRPC's request thread;
     ``wait`` blocks until the server confirmed all but ``keep`` of them.
 
-    Queued and unconfirmed items hold handles on their chunks, so that a
-    stream that reconnects can send them again. At most _MAX_IN_FLIGHT_ITEMS
-    items and about _MAX_IN_FLIGHT_BYTES of their chunks are on their way at
-    a time: ``submit`` blocks beyond that (back-pressure on a fast writer).
+    The per-item work (queueing, encoding messages, holding chunks until
+    their items are confirmed, resending after a reconnect) runs in the
+    core's InsertRequestEncoder. At most _MAX_IN_FLIGHT_ITEMS items and about
+    _MAX_IN_FLIGHT_BYTES of their chunks are on their way at a time:
+    ``submit`` blocks beyond that (back-pressure on a fast writer).
     """
 
     def __init__(
@@ -306,9 +280,7 @@ class InsertStream:
         # __enter__ is Python code); waits go through the Condition on it.
         self._mutex = threading.Lock()
         self._lock = threading.Condition(self._mutex)
-        self._queue: collections.deque[_Submitted] = collections.deque()  # not yet sent
-        self._unconfirmed: collections.deque[_Submitted] = collections.deque()  # sent
-        self._in_flight_bytes = 0  # of the chunks of queued and unconfirmed items
+        self._encoder = _core.InsertRequestEncoder(transport._store)
         self._idle = False  # the request thread waits for items
         self._error: BaseException | None = None
         self._closed = False
@@ -320,7 +292,7 @@ class InsertStream:
 
     @property
     def in_flight(self) -> int:
-        return len(self._queue) + len(self._unconfirmed)
+        return self._encoder.queued + self._encoder.unconfirmed
 
     @property
     def error(self) -> BaseException | None:
@@ -336,39 +308,27 @@ class InsertStream:
         return len(requests)
 
     def submit(self, table: str, requests: list[Any]) -> None:
-        if self._error is not None:
-            raise self._error
-        if self._closed:
-            raise RuntimeError("the insert stream is closed")
-        get = self._transport.get_chunk
-        size = 0
-        entries = []
-        for key, priority, trajectory in requests:
-            if len(trajectory) == 1 and len(trajectory[0][0]) == 1:  # the common case
-                chunk_keys = [trajectory[0][0][0][0]]
-            else:
-                chunk_keys = list({s[0] for slices, _ in trajectory for s in slices})
-            chunks = [get(k) for k in chunk_keys]
-            nbytes = sum([chunk.nbytes for chunk in chunks])
-            size += nbytes
-            entries.append(_Submitted(table, key, priority, trajectory, chunk_keys, chunks, nbytes))
         with self._mutex:
-            queue = self._queue
+            encoder = self._encoder
             if (
-                len(queue) + len(self._unconfirmed) >= _MAX_IN_FLIGHT_ITEMS
-                or self._in_flight_bytes >= _MAX_IN_FLIGHT_BYTES
+                encoder.queued + encoder.unconfirmed >= _MAX_IN_FLIGHT_ITEMS
+                or encoder.in_flight_bytes >= _MAX_IN_FLIGHT_BYTES
+                or self._error is not None
+                or self._closed
             ):
                 self._wait_for_room_locked()
-            self._in_flight_bytes += size
-            queue.extend(entries)
+            add = encoder.add
+            for key, priority, trajectory in requests:
+                add(table, key, priority, trajectory)
             if self._idle:
                 self._lock.notify_all()
 
     def _wait_for_room_locked(self) -> None:
+        encoder = self._encoder
         while (
             (
-                len(self._queue) + len(self._unconfirmed) >= _MAX_IN_FLIGHT_ITEMS
-                or self._in_flight_bytes >= _MAX_IN_FLIGHT_BYTES
+                encoder.queued + encoder.unconfirmed >= _MAX_IN_FLIGHT_ITEMS
+                or encoder.in_flight_bytes >= _MAX_IN_FLIGHT_BYTES
             )
             and self._error is None
             and not self._closed
@@ -419,8 +379,7 @@ class InsertStream:
                     return
                 # A new stream: the server keeps nothing of an old one, so
                 # every unconfirmed item goes again, before the queue.
-                self._queue.extendleft(reversed(self._unconfirmed))
-                self._unconfirmed.clear()
+                self._encoder.requeue()
                 self._generation += 1
                 generation = self._generation
             try:
@@ -451,70 +410,24 @@ class InsertStream:
                 self._lock.wait(backoff)
             backoff = min(backoff * 2, _BACKOFF_MAX)
 
-    def _requests(self, generation: int) -> Iterator[Any]:
+    def _requests(self, generation: int) -> Iterator[bytes]:
         """The request messages of one stream (runs on gRPC's thread)."""
-        sent: set[int] = set()  # chunks the server keeps for this stream
+        encoder = self._encoder
         while True:
             with self._lock:
                 self._idle = True
-                while not self._queue and not self._closed and self._generation == generation:
+                while not encoder.queued and not self._closed and self._generation == generation:
                     self._lock.wait(_WAIT_SLICE_SECONDS)
                 self._idle = False
                 if self._closed or self._generation != generation:
                     return
-                entries = self._take_locked()
-            yield self._message(entries, sent)
-
-    def _take_locked(self) -> list[_Submitted]:
-        """The next message's items, moved to the unconfirmed ones (the lock
-        is held only for this: the message is built without it)."""
-        entries: list[_Submitted] = []
-        size = 0
-        queue = self._queue
-        while queue and len(entries) < _MAX_ITEMS_PER_MESSAGE and size < _MAX_BYTES_PER_MESSAGE:
-            entry = queue.popleft()
-            size += entry.nbytes
-            entries.append(entry)
-        self._unconfirmed.extend(entries)
-        return entries
-
-    def _message(self, entries: list[_Submitted], sent: set[int]) -> bytes:
-        request = _proto.InsertRequest()
-        new_chunks: list[Any] = []
-        for entry in entries:
-            for key, chunk in zip(entry.chunk_keys, entry.chunks, strict=True):
-                if key not in sent:
-                    new_chunks.append(chunk)
-                    sent.add(key)
-        if new_chunks:
-            wire.fill_chunks(request.chunks, new_chunks)
-        items = request.items
-        tables: dict[str, int] = {}
-        items.table_indices.extend(
-            [tables.setdefault(entry.table, len(tables)) for entry in entries]
-        )
-        items.tables.extend(tables)
-        items.keys.extend([entry.key for entry in entries])
-        items.priorities.extend([entry.priority for entry in entries])
-        wire.fill_trajectories(
-            items.trajectories,
-            _core.PackedTrajectories.pack([entry.trajectory for entry in entries]),
-        )
-        # Chunks gone from the local store have no handle left: neither a
-        # queued or unconfirmed item nor the writer can use them again.
-        store = self._transport._store
-        released = [key for key in sent if key not in store]
-        sent.difference_update(released)
-        request.release_chunk_keys.extend(released)
-        return wire.encode(request, new_chunks)
+                message = encoder.take_message(_MAX_ITEMS_PER_MESSAGE, _MAX_BYTES_PER_MESSAGE)
+            yield message
 
     def _confirm(self, keys: Any) -> None:
+        confirmed = np.array(keys, np.uint64)
         with self._lock:
-            unconfirmed = self._unconfirmed
-            for key in keys:
-                if not unconfirmed or unconfirmed[0].key != key:
-                    continue  # a confirmation from before a reconnect
-                self._in_flight_bytes -= unconfirmed.popleft().nbytes
+            self._encoder.confirm(confirmed)
             self._lock.notify_all()
 
     def _fail(self, error: BaseException) -> None:

@@ -1,0 +1,86 @@
+// The client end of an insert stream: items queued by a writer, sent in
+// batches as serialized InsertRequest messages (protos/resound/v1/replay.proto)
+// and held until the server confirms them.
+//
+// Everything per item happens here in C++: a writer's item costs one call to
+// Add, a message of a thousand items one call to TakeMessage, a confirmation
+// one call to Confirm. Queued and unconfirmed items hold their chunks, so a
+// stream that reconnects can send them again (Requeue). Each chunk is sent once
+// per stream, and released on the server once no item on its way and no live
+// handle anywhere in the process can use it again.
+//
+// Not thread-safe: the Python layer serializes calls.
+#ifndef RESOUND_INSERT_REQUEST_ENCODER_H_
+#define RESOUND_INSERT_REQUEST_ENCODER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "resound/chunk.h"
+#include "resound/chunk_store.h"
+#include "resound/trajectory.h"
+
+namespace resound {
+
+class InsertRequestEncoder {
+ public:
+  explicit InsertRequestEncoder(std::shared_ptr<const ChunkStore> store);
+  InsertRequestEncoder(const InsertRequestEncoder&) = delete;
+  InsertRequestEncoder& operator=(const InsertRequestEncoder&) = delete;
+
+  // Queues an item for `table`. Throws NotFoundError if a chunk it uses is
+  // not live in the store (nothing is queued then).
+  void Add(const std::string& table, uint64_t key, double priority, Trajectory trajectory);
+
+  // Writes the next message into the buffer `allocate(size)` returns (so the
+  // caller owns it: chunk payloads are copied exactly once, into it): up to
+  // `max_items` queued items (at least one, if any) while their new chunks
+  // stay within `max_bytes`, moved to the unconfirmed ones.
+  void TakeMessage(size_t max_items, size_t max_bytes, const std::function<char*(size_t)>& allocate);
+
+  // Drops unconfirmed items whose keys lead `keys` in order; keys that do not
+  // match the oldest unconfirmed item (a confirmation from before a Requeue)
+  // are skipped. Returns how many items were dropped.
+  size_t Confirm(std::span<const uint64_t> keys);
+
+  // A new stream: the server keeps nothing of the old one, so every
+  // unconfirmed item goes back to the front of the queue and every chunk
+  // counts as unsent.
+  void Requeue();
+
+  size_t queued() const noexcept { return queue_.size(); }
+  size_t unconfirmed() const noexcept { return unconfirmed_.size(); }
+  // Payload bytes of the chunks of queued and unconfirmed items (a chunk
+  // counts once per item using it).
+  int64_t in_flight_bytes() const noexcept { return in_flight_bytes_; }
+
+ private:
+  struct Pending {
+    uint32_t table = 0;  // index into tables_
+    uint64_t key = 0;
+    double priority = 0.0;
+    Trajectory trajectory;
+    std::vector<std::shared_ptr<const Chunk>> chunks;  // distinct
+    int64_t bytes = 0;
+  };
+
+  std::shared_ptr<const ChunkStore> store_;
+  std::vector<std::string> tables_;
+  std::unordered_map<std::string, uint32_t> table_index_;
+  std::deque<Pending> queue_;
+  std::deque<Pending> unconfirmed_;
+  std::unordered_set<uint64_t> sent_;  // chunks the server keeps for this stream
+  int64_t in_flight_bytes_ = 0;
+};
+
+}  // namespace resound
+
+#endif  // RESOUND_INSERT_REQUEST_ENCODER_H_

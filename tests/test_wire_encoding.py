@@ -1,0 +1,110 @@
+"""The core writes InsertRequest messages itself (InsertRequestEncoder), not
+through the protobuf runtime: what it writes must be what protobuf reads, field
+for field, and its queue must hold, resend and release as the stream needs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from resound import _core, _proto
+
+
+@pytest.fixture
+def store() -> _core.ChunkStore:
+    return _core.ChunkStore()
+
+
+def add_chunk(store, key, values, **fields):
+    data = np.asarray(values)
+    return store.add(key, data.tobytes(), data.dtype.str, data.shape[1:], len(data), **fields)
+
+
+def test_a_message_reads_back_field_for_field(store):
+    grid = np.arange(12, dtype=np.float32).reshape(4, 3)
+    a = add_chunk(store, 11, grid, episode_id=7, start_step=5)
+    b = add_chunk(store, 12, np.array([-1, 2**40], np.int64), episode_id=2**63, start_step=0)
+    c = add_chunk(store, 13, np.ones((2, 3), np.float32), delta_encoded=True)
+    encoder = _core.InsertRequestEncoder(store)
+    encoder.add("first", 100, 0.1, [([(11, 1, 2), (13, 0, 1)], False), ([(12, 1, 1)], True)])
+    encoder.add("second", 2**64 - 1, 1e300, [([(11, 3, 1)], True)])
+    encoder.add("first", 102, 0.0, [([(12, 0, 2)], False)])
+    assert (encoder.queued, encoder.unconfirmed) == (3, 0)
+    assert encoder.in_flight_bytes == (a.nbytes + c.nbytes + b.nbytes) + a.nbytes + b.nbytes
+
+    message = _proto.InsertRequest.FromString(encoder.take_message(1000, 1 << 20))
+    assert (encoder.queued, encoder.unconfirmed) == (0, 3)
+    items = message.items
+    assert list(items.tables) == ["first", "second"]
+    assert list(items.table_indices) == [0, 1, 0]
+    assert list(items.keys) == [100, 2**64 - 1, 102]
+    assert list(items.priorities) == [0.1, 1e300, 0.0]
+    trajectories = items.trajectories
+    assert list(trajectories.num_columns) == [2, 1, 1]
+    assert list(trajectories.num_slices) == [2, 1, 1, 1]
+    assert list(trajectories.squeeze) == [False, True, True, False]
+    assert list(trajectories.chunk_keys) == [11, 13, 12, 11, 12]
+    assert list(trajectories.offsets) == [1, 0, 1, 3, 0]
+    assert list(trajectories.lengths) == [2, 1, 1, 1, 2]
+    chunks = message.chunks
+    assert list(chunks.keys) == [11, 13, 12]  # each once, in order of first use
+    layouts = [(x.dtype, list(x.shape), x.compression, x.delta_encoded) for x in chunks.layouts]
+    assert layouts == [
+        ("<f4", [3], "none", False),
+        ("<f4", [3], "none", True),
+        ("<i8", [], "none", False),
+    ]
+    assert list(chunks.layout_indices) == [0, 1, 2]
+    assert list(chunks.num_steps) == [4, 2, 2]
+    assert list(chunks.episode_ids) == [7, 0, 2**63]
+    assert list(chunks.start_steps) == [5, 0, 0]
+    assert list(chunks.end_steps) == [8, 1, 1]
+    assert list(chunks.data_sizes) == [a.nbytes, c.nbytes, b.nbytes]
+    assert message.chunk_data == bytes(memoryview(a)) + bytes(memoryview(c)) + bytes(memoryview(b))
+    assert list(message.release_chunk_keys) == []
+
+
+def test_chunks_go_once_per_stream_and_are_released_when_gone(store):
+    encoder = _core.InsertRequestEncoder(store)
+    handle = add_chunk(store, 21, np.zeros(3, np.float32))
+    encoder.add("t", 1, 1.0, [([(21, 0, 1)], True)])
+    first = _proto.InsertRequest.FromString(encoder.take_message(10, 1 << 20))
+    encoder.add("t", 2, 1.0, [([(21, 1, 2)], False)])
+    second = _proto.InsertRequest.FromString(encoder.take_message(10, 1 << 20))
+    assert list(first.chunks.keys) == [21] and list(second.chunks.keys) == []
+    assert second.chunk_data == b"" and list(second.items.keys) == [2]
+
+    # Confirmed items let go of the chunk; once the writer's handle goes
+    # too, the next message releases it on the server.
+    assert encoder.confirm(np.array([1, 2], np.uint64)) == 2
+    assert (encoder.unconfirmed, encoder.in_flight_bytes) == (0, 0)
+    del handle
+    kept = add_chunk(store, 22, np.zeros(1, np.float32))
+    encoder.add("t", 3, 1.0, [([(22, 0, 1)], True)])
+    third = _proto.InsertRequest.FromString(encoder.take_message(10, 1 << 20))
+    assert list(third.release_chunk_keys) == [21] and list(third.chunks.keys) == [kept.key]
+
+
+def test_limits_cut_messages_and_requeue_resends_in_order(store):
+    handles = [add_chunk(store, 30 + i, np.zeros(256, np.float32)) for i in range(5)]
+    encoder = _core.InsertRequestEncoder(store)
+    for i in range(5):
+        encoder.add("t", i, 1.0, [([(30 + i, 0, 1)], True)])
+    by_items = _proto.InsertRequest.FromString(encoder.take_message(2, 1 << 20))
+    by_bytes = _proto.InsertRequest.FromString(encoder.take_message(10, 1500))
+    assert list(by_items.items.keys) == [0, 1] and list(by_bytes.items.keys) == [2]
+    # A confirmation from before a reconnect (key 9) is ignored.
+    assert encoder.confirm(np.array([9, 0], np.uint64)) == 1
+    encoder.requeue()  # a new stream: 1 and 2 go again, before 3 and 4, chunks too
+    again = _proto.InsertRequest.FromString(encoder.take_message(10, 1 << 20))
+    assert list(again.items.keys) == [1, 2, 3, 4] and list(again.chunks.keys) == [31, 32, 33, 34]
+    assert len(handles) == 5
+
+
+def test_an_item_with_a_chunk_that_is_not_live_is_not_queued(store):
+    encoder = _core.InsertRequestEncoder(store)
+    with pytest.raises(KeyError):
+        encoder.add("t", 1, 1.0, [([(999, 0, 1)], True)])
+    with pytest.raises(ValueError):
+        encoder.add("t", 1, 1.0, [([("x", 0, 1)], True)])
+    assert (encoder.queued, encoder.in_flight_bytes) == (0, 0)
