@@ -308,7 +308,7 @@ iteration) whose info fields are also available as numpy arrays.
             return py::make_tuple(end, PackedTrajectoryLists(trajectories), std::move(chunks));
           },
           py::arg("begin"), py::arg("max_items"), py::arg("max_bytes"),
-          R"doc((end, trajectory lists as PackedTrajectories.pack gives them, chunks) of samples
+          R"doc((end, trajectory lists (num_columns, num_slices, squeeze, chunk_keys, offsets, lengths), chunks) of samples
 [begin, end): as many as fit `max_items` and `max_bytes` of chunk payload (at
 least one), every chunk they use once.)doc")
       .def("stack_columns", &StackColumns, R"doc(

@@ -325,17 +325,6 @@ service carries them.
            }),
            py::arg("num_columns"), py::arg("num_slices"), py::arg("squeeze"), py::arg("chunk_keys"),
            py::arg("offsets"), py::arg("lengths"))
-      .def_static(
-          "pack",
-          [](const py::sequence& trajectories) {
-            PackedTrajectories packed;
-            for (size_t i = 0; i < trajectories.size(); ++i) {
-              packed.Append(ToTrajectory(trajectories[i], "trajectories[i]"));
-            }
-            return ToLists(packed);
-          },
-          py::arg("trajectories"),
-          "The six arrays, as lists, of trajectories given as lists of columns (slices, squeeze).")
       .def("__len__", &PackedTrajectories::size)
       .def(
           "unpack",

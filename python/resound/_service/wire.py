@@ -103,8 +103,8 @@ def add_chunks(
 
 
 def fill_trajectories(message: Any, lists: list[list[Any]]) -> None:
-    """Sets a Trajectories message from the lists that
-    ``_core.PackedTrajectories.pack`` and ``SampleBatch.pack`` return."""
+    """Sets a Trajectories message from the lists ``SampleBatch.pack``
+    returns."""
     num_columns, num_slices, squeeze, chunk_keys, offsets, lengths = lists
     message.num_columns.extend(num_columns)
     message.num_slices.extend(num_slices)
