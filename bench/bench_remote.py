@@ -18,12 +18,14 @@ medians of 3 timed repeats, flushes included.
 Targets (anchors.md): writer inserts at 4 KB >= 2x; sampling 256/call at
 4 KB >= 3x and at 400 KB >= 2x.
 
-Usage: python bench/bench_remote.py [--quick] [--no-reverb]
+Usage: python bench/bench_remote.py [--quick] [--only NAME ...] [--no-reverb]
+  --only takes workload names or shell patterns (sample_*), repeatable.
 """
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import statistics
 import subprocess
@@ -188,6 +190,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="short runs (smoke)")
     parser.add_argument("--no-reverb", action="store_true", help="compare with the anchors")
+    parser.add_argument(
+        "--only", action="append", metavar="NAME", help="workload name or pattern (repeatable)"
+    )
     args = parser.parse_args()
     seconds = 0.5 if args.quick else 3.0
     items = 2_000 if args.quick else 20_000
@@ -221,6 +226,8 @@ def main() -> None:
                 lambda lib, p=payload: sample(lib, p, seconds, items, "batch"),
             )
         )
+    if args.only:
+        workloads = [w for w in workloads if any(fnmatch.fnmatchcase(w[0], p) for p in args.only)]
     rows = []
     for name, payload, run in workloads:
         ours = run("resound")
