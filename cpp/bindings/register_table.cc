@@ -425,6 +425,24 @@ seconds (None: forever); raises DeadlineExceededError or CancelledError.)doc")
 Every item is validated before any is inserted. If the deadline passes or the
 table closes part-way, the raised error carries `num_inserted`.)doc")
       .def(
+          "insert_one",
+          [](Table& table, py::handle key, double priority, py::handle chunk_key, int64_t offset, int64_t length,
+             bool squeeze, std::optional<double> timeout) {
+            std::vector<ItemRequest> requests(1);
+            requests[0].key = ToKey(key, "key");
+            requests[0].priority = priority;
+            requests[0].trajectory.push_back({{{ToKey(chunk_key, "chunk_key"), offset, length}}, squeeze});
+            const Deadline deadline = ToDeadline(timeout);
+            auto prepared = table.Prepare(std::move(requests));
+            const InsertBatchResult result = InsertTryingFirst(table, prepared, deadline);
+            if (result.error) RaiseWithProgress(result.error, result.num_applied);
+            return result.num_applied;
+          },
+          py::arg("key"), py::arg("priority"), py::arg("chunk_key"), py::arg("offset"), py::arg("length"),
+          py::arg("squeeze"), py::arg("timeout") = py::none(),
+          R"doc(insert_batch of one item of one column of one slice, without the nested lists
+(writers' most common item).)doc")
+      .def(
           "insert_packed",
           [](Table& table, const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& keys,
              const py::array_t<double, py::array::c_style | py::array::forcecast>& priorities,

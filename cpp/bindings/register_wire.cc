@@ -374,6 +374,16 @@ InsertRequest messages by the thousand, held until the server confirms them
           py::arg("table"), py::arg("key"), py::arg("priority"), py::arg("trajectory"),
           "Queues an item (trajectory as Table.insert takes it); NotFoundError if a chunk is not live.")
       .def(
+          "add_one",
+          [](InsertRequestEncoder& encoder, const std::string& table, py::handle key, double priority,
+             py::handle chunk_key, int64_t offset, int64_t length, bool squeeze) {
+            Trajectory trajectory;
+            trajectory.push_back({{{ToKey(chunk_key, "chunk_key"), offset, length}}, squeeze});
+            encoder.Add(table, ToKey(key, "key"), priority, std::move(trajectory));
+          },
+          py::arg("table"), py::arg("key"), py::arg("priority"), py::arg("chunk_key"), py::arg("offset"),
+          py::arg("length"), py::arg("squeeze"), "add() of one column of one slice, without the nested lists.")
+      .def(
           "take_message",
           [](InsertRequestEncoder& encoder, size_t max_items, size_t max_bytes) {
             py::bytes out;

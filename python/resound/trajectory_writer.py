@@ -961,7 +961,7 @@ class TrajectoryWriter:
                 raise _empty_column_error(leaves, index)
         if self._validate_items and (meta is None or meta.flat_signature is not None):
             self._check_signature(table, leaves)
-        request = (self._draw_key(), priority, columns)
+        key = self._draw_key()
         pending = self._pending
         complete = True
         for chunk in chunks:  # _all_complete(chunks), inline
@@ -973,9 +973,14 @@ class TrajectoryWriter:
             # this thread may insert right away, without queueing.
             try:
                 if meta is None:
-                    self._link.insert(table, [request], 0.0)
+                    self._link.insert(table, [(key, priority, columns)], 0.0)
+                elif len(columns) == 1 and len(columns[0][0]) == 1:
+                    # One column of one slice: the core call without the
+                    # nested lists (the most common item of all).
+                    (chunk_key, offset, length), squeeze = columns[0][0][0], columns[0][1]
+                    meta.insert_one(key, priority, chunk_key, offset, length, squeeze, 0.0)
                 else:
-                    meta.insert_batch([request], 0.0)
+                    meta.insert_batch([(key, priority, columns)], 0.0)
                 return
             except DeadlineExceededError:
                 pass  # rate limited: queue it; the sender thread takes over
@@ -988,7 +993,7 @@ class TrajectoryWriter:
                 chunk.keep_alive()  # its chunker may let go of it while the item waits
         item = _new(_PendingItem)  # _PendingItem(table, request, chunks), inline
         item.table = table
-        item.request = request
+        item.request = (key, priority, columns)
         item.chunks = chunks
         pending.append(item)
         # Only a new front item can make the queue sendable here: an item

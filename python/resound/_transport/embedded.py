@@ -47,6 +47,9 @@ class TableMeta:
     # triples, waiting at most `timeout` (<= 0.1 s) seconds for the rate
     # limiter; it is the table's own core call, for writers' hot path.
     insert_batch: Any
+    # insert_one(key, priority, chunk_key, offset, length, squeeze, timeout):
+    # insert_batch of one item of one column of one slice, without the lists.
+    insert_one: Any
 
 
 class EmbeddedTransport:
@@ -100,7 +103,12 @@ class EmbeddedTransport:
         table = self._table(name)
         core = table._core
         return TableMeta(
-            name, table._prioritized, table.signature, table._flat_signature, core.insert_batch
+            name,
+            table._prioritized,
+            table.signature,
+            table._flat_signature,
+            core.insert_batch,
+            core.insert_one,
         )
 
     def insert(self, table: str, requests: list[Any], timeout: float | None) -> int:

@@ -157,6 +157,7 @@ class RemoteTransport:
             info.signature,
             None if info.signature is None else specs.flat_signature(info.signature),
             None,
+            None,
         )
 
     def insert(self, table: str, requests: list[Any], timeout: float | None) -> int:
@@ -300,12 +301,43 @@ class InsertStream:
 
     def table_info_for_writer(self, name: str) -> TableMeta:
         meta = self._transport.table_info_for_writer(name)
-        return dataclasses.replace(meta, insert_batch=functools.partial(self.insert, name))
+        return dataclasses.replace(
+            meta,
+            insert_batch=functools.partial(self.insert, name),
+            insert_one=functools.partial(self.insert_one, name),
+        )
 
     def insert(self, table: str, requests: list[Any], timeout: float | None) -> int:
         del timeout  # accepted at once; the server applies the rate limiter
         self.submit(table, requests)
         return len(requests)
+
+    def insert_one(
+        self,
+        table: str,
+        key: int,
+        priority: float,
+        chunk_key: int,
+        offset: int,
+        length: int,
+        squeeze: bool,
+        timeout: float | None,
+    ) -> int:
+        """``insert`` of one item of one column of one slice (see TableMeta)."""
+        del timeout  # accepted at once; the server applies the rate limiter
+        with self._mutex:
+            encoder = self._encoder
+            if (
+                encoder.queued + encoder.unconfirmed >= _MAX_IN_FLIGHT_ITEMS
+                or encoder.in_flight_bytes >= _MAX_IN_FLIGHT_BYTES
+                or self._error is not None
+                or self._closed
+            ):
+                self._wait_for_room_locked()
+            encoder.add_one(table, key, priority, chunk_key, offset, length, squeeze)
+            if self._idle:
+                self._lock.notify_all()
+        return 1
 
     def submit(self, table: str, requests: list[Any]) -> None:
         with self._mutex:
