@@ -3,8 +3,14 @@ process, the client here (the "remote" column of /work/shared/anchors.md).
 
 Workloads (4 KB payloads unless said otherwise):
   * insert_writer: append + create_item over the last step, flush at the end
-    (400 B, 4 KB, 400 KB);
+    (400 B, 4 KB, 400 KB); insert_writer_flush2: flush(block_until_num_items=2)
+    after every item (as Acme's adders write);
   * insert_trajectory: one step appended, one item over the last 10 steps;
+  * insert_client: client.insert, one item per call;
+  * sample_n1: client.sample(table, num_samples=1) per call;
+  * update_priorities: keys/s, batches of 100 keys, Prioritized table;
+  * concurrent_insert_N / concurrent_sample_N: N client processes at once
+    (writers as insert_writer; samplers as sample_uniform);
   * sample_uniform / sample_prioritized: client.sample(table, 256), every
     sample consumed, tables of 20,000 items (2,000 at 400 KB);
   * sample_batch (resound only; compared with Reverb's client.sample).
@@ -15,8 +21,10 @@ measured when `import reverb` works in this interpreter, otherwise the
 anchors' remote figures are the reference and the table says so. Rates are
 medians of 3 timed repeats, flushes included.
 
-Targets (anchors.md): writer inserts at 4 KB >= 2x; sampling 256/call at
-4 KB >= 3x and at 400 KB >= 2x.
+Targets (anchors.md): writer inserts at 4 KB >= 2x (applied to every writer
+row, concurrent ones included); sampling 256/call at 4 KB >= 3x (per process
+count too) and at 400 KB >= 2x. Rows without a target are shown for
+reference.
 
 Usage: python bench/bench_remote.py [--quick] [--only NAME ...] [--no-reverb]
   --only takes workload names or shell patterns (sample_*), repeatable.
@@ -50,6 +58,16 @@ ANCHORS = {  # dm-reverb 0.14.0, remote column of anchors.md (items/s)
     ("sample_prioritized", "400 KB"): 1_800,
     ("sample_batch", "4 KB"): 7_200,
     ("sample_batch", "400 KB"): 1_600,
+    ("insert_writer_flush2", "4 KB"): 10_100,
+    ("insert_client", "4 KB"): 3_500,
+    ("sample_n1", "4 KB"): 2_200,
+    ("update_priorities", "100/batch"): 513_000,
+    ("concurrent_insert_1", "4 KB"): 16_200,
+    ("concurrent_insert_2", "4 KB"): 19_200,
+    ("concurrent_insert_4", "4 KB"): 24_100,
+    ("concurrent_sample_1", "4 KB"): 8_600,
+    ("concurrent_sample_2", "4 KB"): 9_000,
+    ("concurrent_sample_4", "4 KB"): 8_900,
 }
 TARGETS = {
     ("insert_writer", "4 KB"): 2.0,
@@ -60,6 +78,15 @@ TARGETS = {
     ("sample_prioritized", "400 KB"): 2.0,
     ("sample_batch", "4 KB"): 3.0,
     ("sample_batch", "400 KB"): 2.0,
+    # The writer-insert target, applied to every writer row at 4 KB.
+    ("insert_writer_flush2", "4 KB"): 2.0,
+    ("concurrent_insert_1", "4 KB"): 2.0,
+    ("concurrent_insert_2", "4 KB"): 2.0,
+    ("concurrent_insert_4", "4 KB"): 2.0,
+    # The 256-per-call sampling target, applied per process count.
+    ("concurrent_sample_1", "4 KB"): 3.0,
+    ("concurrent_sample_2", "4 KB"): 3.0,
+    ("concurrent_sample_4", "4 KB"): 3.0,
 }
 
 # The server process: builds the tables of a JSON spec with the library
@@ -128,12 +155,25 @@ def timed(step: Callable[[], int], seconds: float, finish: Callable[[], None]) -
     return units / (time.perf_counter() - start)
 
 
-def insert(lib: str, payload: str, seconds: float, history: int) -> float:
+def insert(lib: str, payload: str, seconds: float, history: int, mode: str = "writer") -> float:
+    """mode: "writer" (flush at the end), "flush2" (flush(block_until_num_items=2)
+    after every item, as Acme's adders do) or "client" (client.insert, one
+    item per call)."""
     x = payload_array(PAYLOADS[payload])
     max_size = 1_000 if payload == "400 KB" else 20_000
     server = ServerProcess(lib, [{"name": "t", "prioritized": False, "max_size": max_size}])
     try:
-        writer = client_for(lib, server.port).trajectory_writer(num_keep_alive_refs=history)
+        client = client_for(lib, server.port)
+        if mode == "client":
+
+            def step() -> int:
+                for _ in range(10):
+                    client.insert({"obs": x}, priorities={"t": 1.0})
+                return 10
+
+            timed(step, min(seconds, 1.0), lambda: None)  # warm-up
+            return statistics.median(timed(step, seconds, lambda: None) for _ in range(3))
+        writer = client.trajectory_writer(num_keep_alive_refs=history)
         for _ in range(history):
             writer.append({"obs": x})
         block = 10 if payload == "400 KB" else 100
@@ -145,6 +185,8 @@ def insert(lib: str, payload: str, seconds: float, history: int) -> float:
                     writer.history["obs"][-1] if history == 1 else writer.history["obs"][-history:]
                 )
                 writer.create_item("t", 1.0, {"obs": column})
+                if mode == "flush2":
+                    writer.flush(block_until_num_items=2)
             return block
 
         timed(step, min(seconds, 1.0), writer.flush)  # warm-up
@@ -176,12 +218,109 @@ def sample(lib: str, payload: str, seconds: float, items: int, mode: str) -> flo
 
             def step() -> int:
                 return len(client.sample_batch(table, 256).info.key)
+        elif mode == "n1":
+
+            def step() -> int:
+                for _ in range(10):
+                    for _ in client.sample(table, num_samples=1, emit_timesteps=False):
+                        pass
+                return 10
         else:
 
             def step() -> int:
                 return sum(1 for _ in client.sample(table, num_samples=256, emit_timesteps=False))
 
         return statistics.median(timed(step, seconds, lambda: None) for _ in range(3))
+    finally:
+        server.stop()
+
+
+def fill(lib: str, port: int, table: str, items: int, x: np.ndarray) -> None:
+    with client_for(lib, port).trajectory_writer(num_keep_alive_refs=1) as writer:
+        for index in range(items):
+            writer.append({"obs": x})
+            writer.create_item(table, 1.0, {"obs": writer.history["obs"][-1:]})
+            if index % 256 == 255:
+                writer.flush()
+
+
+def update_priorities(lib: str, seconds: float, items: int) -> float:
+    """Keys per second, in batches of 100 keys, on a Prioritized table."""
+    server = ServerProcess(lib, [{"name": "p", "prioritized": True, "max_size": items}])
+    try:
+        fill(lib, server.port, "p", items, payload_array(PAYLOADS["4 KB"]))
+        client = client_for(lib, server.port)
+        keys: list[int] = []
+        while len(set(keys)) < 1_000:
+            keys += [int(s.info.key) for s in client.sample("p", 256, emit_timesteps=False)]
+        keys = sorted(set(keys))
+        rng = np.random.default_rng(0)
+
+        def step() -> int:
+            batch = rng.choice(keys, 100, replace=False)
+            client.mutate_priorities("p", updates={int(k): float(rng.random()) for k in batch})
+            return 100
+
+        return statistics.median(timed(step, seconds, lambda: None) for _ in range(3))
+    finally:
+        server.stop()
+
+
+# A client process of the concurrent rows: inserts (writer, 4 KB, flushed at
+# the end) or samples (256 per call) for `seconds`, prints its units.
+CLIENT = r"""
+import sys, time
+import numpy as np
+lib, port, kind, seconds = sys.argv[1], int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
+mod = __import__(lib)
+client = (mod.Client(f"localhost:{port}", transport="grpc") if lib == "resound"
+          else mod.Client(f"localhost:{port}"))
+x = np.ones(1000, np.float32)
+sys.stdout.write("ready\n"); sys.stdout.flush(); sys.stdin.readline()
+units, start = 0, time.perf_counter()
+if kind == "insert":
+    writer = client.trajectory_writer(num_keep_alive_refs=1)
+    while time.perf_counter() < start + seconds:
+        for _ in range(100):
+            writer.append({"obs": x})
+            writer.create_item("u", 1.0, {"obs": writer.history["obs"][-1]})
+        units += 100
+    writer.flush()
+else:
+    while time.perf_counter() < start + seconds:
+        units += sum(1 for _ in client.sample("u", num_samples=256, emit_timesteps=False))
+print(units, time.perf_counter() - start, flush=True)
+"""
+
+
+def concurrent(lib: str, kind: str, processes: int, seconds: float, items: int) -> float:
+    """Total units per second of `processes` client processes at once."""
+    server = ServerProcess(lib, [{"name": "u", "prioritized": False, "max_size": items}])
+    try:
+        if kind == "sample":
+            fill(lib, server.port, "u", items, payload_array(PAYLOADS["4 KB"]))
+
+        def once() -> float:
+            clients = [
+                subprocess.Popen(
+                    [sys.executable, "-c", CLIENT, lib, str(server.port), kind, str(seconds)],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                    text=True,
+                )
+                for _ in range(processes)
+            ]
+            for proc in clients:  # all started (imports done) before any begins
+                assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+            for proc in clients:
+                assert proc.stdin is not None
+                proc.stdin.write("go\n")
+                proc.stdin.flush()
+            results = [proc.communicate(timeout=seconds + 120)[0].split() for proc in clients]
+            return sum(int(u) for u, _ in results) / max(float(t) for _, t in results)
+
+        return statistics.median(once() for _ in range(3))
     finally:
         server.stop()
 
@@ -209,7 +348,13 @@ def main() -> None:
         workloads.append(
             ("insert_writer", payload, lambda lib, p=payload: insert(lib, p, seconds, 1))
         )
+    workloads.append(
+        ("insert_writer_flush2", "4 KB", lambda lib: insert(lib, "4 KB", seconds, 1, "flush2"))
+    )
     workloads.append(("insert_trajectory", "4 KB", lambda lib: insert(lib, "4 KB", seconds, 10)))
+    workloads.append(
+        ("insert_client", "4 KB", lambda lib: insert(lib, "4 KB", seconds, 1, "client"))
+    )
     for payload in ("4 KB", "400 KB"):
         for mode in ("uniform", "prioritized"):
             workloads.append(
@@ -226,6 +371,19 @@ def main() -> None:
                 lambda lib, p=payload: sample(lib, p, seconds, items, "batch"),
             )
         )
+    workloads.append(("sample_n1", "4 KB", lambda lib: sample(lib, "4 KB", seconds, items, "n1")))
+    workloads.append(
+        ("update_priorities", "100/batch", lambda lib: update_priorities(lib, seconds, items))
+    )
+    for kind in ("insert", "sample"):
+        for n in (1, 2, 4):
+            workloads.append(
+                (
+                    f"concurrent_{kind}_{n}",
+                    "4 KB",
+                    lambda lib, k=kind, n=n: concurrent(lib, k, n, seconds, items),
+                )
+            )
     if args.only:
         workloads = [w for w in workloads if any(fnmatch.fnmatchcase(w[0], p) for p in args.only)]
     rows = []
