@@ -13,6 +13,8 @@ import threading
 import grpc
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import resound
 from resound import _proto
@@ -45,6 +47,20 @@ def service():
             resound.Table.queue("q", 2),
         ]
     )
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}", options=CHANNEL_OPTIONS)
+    client = resound.Client(f"127.0.0.1:{server.port}", transport="grpc")
+    yield server, channel, client
+    channel.close()
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def service_for_fuzzing():
+    """As ``service``, shared by every example of a property test."""
+    server = resound.Server(
+        [resound.Table("t", resound.selectors.Uniform(), resound.selectors.Fifo(), 100,
+                       resound.rate_limiters.MinSize(1))]
+    )  # fmt: skip
     channel = grpc.insecure_channel(f"127.0.0.1:{server.port}", options=CHANNEL_OPTIONS)
     client = resound.Client(f"127.0.0.1:{server.port}", transport="grpc")
     yield server, channel, client
@@ -370,3 +386,43 @@ def test_a_stopped_server_ends_its_serving_threads():
     for thread in serving:
         thread.join(SAFETY)
     assert [t.name for t in serving if t.is_alive()] == []
+
+
+def _valid_insert(key: int) -> bytes:
+    return P.InsertRequest(
+        **chunks(key, [1, 2, 3]), items=items(item(10, key), item(11, key, 1, 2))
+    ).SerializeToString()
+
+
+# (hypothesis' failure report imports libcst, which warns; see test_sum_tree.)
+@pytest.mark.filterwarnings("ignore:mypy_extensions.TypedDict is deprecated:DeprecationWarning")
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(
+    data=st.one_of(
+        st.binary(max_size=200),
+        st.tuples(st.integers(0, 400), st.integers(0, 255), st.integers(0, 400)),
+    )
+)
+def test_garbage_on_the_insert_stream_is_refused_cleanly(service_for_fuzzing, data):
+    # Random bytes, and valid requests with a byte changed and cut short: the
+    # server refuses what it cannot use with INVALID_ARGUMENT (or NOT_FOUND
+    # for a table name), never an internal error, and keeps serving.
+    server, channel, client = service_for_fuzzing
+    if isinstance(data, tuple):
+        position, value, cut = data
+        raw = bytearray(_valid_insert(fresh_key()))
+        raw[position % len(raw)] = value
+        raw = bytes(raw[: max(1, len(raw) - cut % len(raw))])
+    else:
+        raw = data
+    call = channel.stream_stream(
+        f"/{P.SERVICE}/Insert", response_deserializer=P.InsertResponse.FromString
+    )
+    try:
+        list(call(iter([raw]), timeout=SAFETY))
+    except grpc.RpcError as error:
+        assert error.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND), (
+            error.code(),
+            error.details(),
+        )
+    client.insert({"x": np.ones(2, np.float32)}, priorities={"t": 1.0})
