@@ -183,10 +183,11 @@ class RemoteTransport:
         # guards against a server that stopped answering.
         deadline = None if timeout is None else timeout + 10.0
         try:
-            responses = list(self._sample_call(request, timeout=deadline))
+            # Each response is decoded as it arrives, while gRPC receives the
+            # next one.
+            return RemoteSampleBatch(self._sample_call(request, timeout=deadline))
         except grpc.RpcError as error:
             raise error_from_rpc(error, f"Sample from table {table!r}") from None
-        return RemoteSampleBatch(responses)
 
     def signature(self, table: str) -> Any:
         return self._info(table).signature
@@ -482,7 +483,7 @@ class RemoteSampleBatch:
     """Samples of one Sample call, shaped like the core's SampleBatch (info
     fields as arrays; items with trajectory and chunks)."""
 
-    def __init__(self, responses: list[bytes]) -> None:
+    def __init__(self, responses: Iterable[bytes]) -> None:
         # The received chunks live in a store of their own, validated by the
         # core like any chunk, and die with the batch.
         store = _core.ChunkStore(1)
