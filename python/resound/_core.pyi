@@ -224,6 +224,12 @@ class SampleBatch:
     def stack_columns(self) -> list[np.ndarray | None]:
         """One array per column ([batch, rows, *step_shape], or [batch, *step_shape]
         when squeezed), None where a column cannot be stacked from raw chunk rows."""
+    def pack(
+        self, begin: int, max_items: int, max_bytes: int
+    ) -> tuple[int, list[list[Any]], list[Chunk]]:
+        """(end, trajectory lists, chunks) of samples [begin, end): as many as fit
+        max_items and max_bytes of chunk payload (at least one), each chunk once.
+        The lists: num_columns, num_slices, squeeze, chunk_keys, offsets, lengths."""
 
 class ItemSnapshot(_ItemView): ...
 
@@ -298,6 +304,28 @@ class Table:
         items: Sequence[tuple[SupportsIndex, float, Trajectory]],
         timeout: float | None = None,
     ) -> int: ...
+    def insert_one(
+        self,
+        key: SupportsIndex,
+        priority: float,
+        chunk_key: SupportsIndex,
+        offset: int,
+        length: int,
+        squeeze: bool,
+        timeout: float | None = None,
+    ) -> int:
+        """insert_batch of one item of one column of one slice."""
+    def insert_packed(
+        self,
+        keys: npt.NDArray[np.uint64],
+        priorities: npt.NDArray[np.float64],
+        trajectories: PackedTrajectories,
+        holder: ChunkHolder,
+        begin: int,
+        end: int,
+        timeout: float | None = None,
+    ) -> int:
+        """Inserts items [begin, end) of a packed batch (chunks held by holder)."""
     def sample(self, num_samples: int = 1, timeout: float | None = None) -> SampleBatch: ...
     def mutate_priorities(
         self,
@@ -313,3 +341,84 @@ class Table:
     def __len__(self) -> int: ...
     def info(self) -> TableInfo: ...
     def snapshot(self) -> list[ItemSnapshot]: ...
+
+# --- the gRPC wire (register_wire.cc)
+
+class ChunkHolder:
+    """The chunks one insert stream sent and did not release."""
+
+    def __init__(self) -> None: ...
+    def add(
+        self,
+        store: ChunkStore,
+        layouts: Sequence[tuple[str, Sequence[int], str, bool]],
+        keys: npt.NDArray[np.uint64],
+        layout_indices: npt.NDArray[np.uint32],
+        num_steps: npt.NDArray[np.int64],
+        episode_ids: npt.NDArray[np.uint64],
+        start_steps: npt.NDArray[np.int64],
+        end_steps: npt.NDArray[np.int64],
+        data_sizes: npt.NDArray[np.int64],
+        data: Any,
+    ) -> None: ...
+    def release(self, keys: npt.NDArray[np.uint64]) -> None: ...
+    def get(self, key: SupportsIndex) -> Chunk: ...
+    def __len__(self) -> int: ...
+    def __contains__(self, key: object) -> bool: ...
+
+class PackedTrajectories:
+    """Trajectories of many items as flat arrays."""
+
+    def __init__(
+        self,
+        num_columns: npt.NDArray[np.uint32],
+        num_slices: npt.NDArray[np.uint32],
+        squeeze: npt.NDArray[np.bool_],
+        chunk_keys: npt.NDArray[np.uint64],
+        offsets: npt.NDArray[np.int64],
+        lengths: npt.NDArray[np.int64],
+    ) -> None: ...
+    def __len__(self) -> int: ...
+    def unpack(self, holder: ChunkHolder) -> list[tuple[Trajectory, list[Chunk]]]: ...
+
+class InsertRequestEncoder:
+    """The client end of an insert stream (queue, encode, confirm, resend)."""
+
+    def __init__(self, store: ChunkStore) -> None: ...
+    def add(
+        self, table: str, key: SupportsIndex, priority: float, trajectory: Trajectory
+    ) -> None: ...
+    def add_one(
+        self,
+        table: str,
+        key: SupportsIndex,
+        priority: float,
+        chunk_key: SupportsIndex,
+        offset: int,
+        length: int,
+        squeeze: bool,
+    ) -> None: ...
+    def take_message(self, max_items: int, max_bytes: int) -> bytes: ...
+    def confirm(self, keys: npt.NDArray[np.uint64]) -> int: ...
+    def requeue(self) -> None: ...
+    @property
+    def queued(self) -> int: ...
+    @property
+    def unconfirmed(self) -> int: ...
+    @property
+    def in_flight_bytes(self) -> int: ...
+
+def pack_chunks(
+    chunks: Sequence[Chunk],
+) -> tuple[
+    list[tuple[str, list[int], str, bool]],
+    list[int],
+    list[int],
+    list[int],
+    list[int],
+    list[int],
+    list[int],
+    list[int],
+]: ...
+def append_payloads(head: bytes, field_number: int, chunks: Sequence[Chunk]) -> bytes: ...
+def find_bytes_field(message: Any, field_number: int) -> tuple[int, int, int] | None: ...
