@@ -77,8 +77,11 @@ def gather_item(
     trajectory: list[tuple[list[tuple[int, int, int]], bool]],
     chunks: Any,
     cache: dict[int, np.ndarray],
+    copy: bool = True,
 ) -> list[np.ndarray]:
-    """The columns of one item, decoding each chunk once per ``cache``."""
+    """The columns of one item, decoding each chunk once per ``cache``.
+    ``copy=False`` may return read-only views of chunk memory (for callers
+    that copy them anyway, e.g. into a stacked batch)."""
     columns = []
     for slices, squeeze in trajectory:
         parts = []
@@ -88,7 +91,12 @@ def gather_item(
                 rows = cache[key] = decode_chunk(_find(chunks, key))
             parts.append(rows[offset : offset + length])
         # A copy: the caller owns writable data that does not pin the chunk.
-        column = parts[0].copy() if len(parts) == 1 else np.concatenate(parts)
+        if len(parts) > 1:
+            column = np.concatenate(parts)
+        elif copy:
+            column = parts[0].copy()
+        else:
+            column = parts[0]
         columns.append(column[0] if squeeze else column)
     return columns
 

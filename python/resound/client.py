@@ -521,7 +521,12 @@ def _batch_sample(parts: list[Any], signature: Any) -> ReplaySample:
 
 def _stack_items(parts: list[Any]) -> list[np.ndarray]:
     cache: dict[int, np.ndarray] = {}
-    items = [_codec.gather_item(s.trajectory, s.chunks, cache) for part in parts for s in part]
+    # Views of chunk rows: stacking below copies them once.
+    items = [
+        _codec.gather_item(s.trajectory, s.chunks, cache, copy=False)
+        for part in parts
+        for s in part
+    ]
     widths = {len(columns) for columns in items}
     if len(widths) != 1:
         raise ValueError(
