@@ -20,11 +20,14 @@
 #include "conversions.h"
 #include "register.h"
 #include "resound/chunk.h"
+#include "resound/chunk_batch_fields.h"
 #include "resound/chunk_holder.h"
 #include "resound/chunk_store.h"
 #include "resound/errors.h"
 #include "resound/insert_request_encoder.h"
 #include "resound/packed_trajectories.h"
+#include "resound/proto_reader.h"
+#include "resound/proto_writer.h"
 
 namespace resound::bindings {
 namespace {
@@ -70,13 +73,6 @@ py::tuple LayoutOf(const Chunk& chunk) {
   for (const int64_t dim : chunk.step_shape()) shape.append(dim);
   return py::make_tuple(chunk.dtype().str(), std::move(shape), CompressionName(chunk.compression()),
                         chunk.delta_encoded());
-}
-
-bool SameLayout(const Chunk& a, const Chunk& b) {
-  const auto shape_a = a.step_shape();
-  const auto shape_b = b.step_shape();
-  return a.dtype().str() == b.dtype().str() && a.compression() == b.compression() &&
-         a.delta_encoded() == b.delta_encoded() && std::equal(shape_a.begin(), shape_a.end(), shape_b.begin(), shape_b.end());
 }
 
 void AddChunks(ChunkHolder& holder, ChunkStore& store, const py::sequence& layouts, const Array<uint64_t>& keys,
@@ -146,38 +142,17 @@ void AddChunks(ChunkHolder& holder, ChunkStore& store, const py::sequence& layou
 // end_steps, data_sizes) of `chunks` (their payloads go separately: see
 // AppendPayloads).
 py::tuple PackChunks(const std::vector<std::shared_ptr<Chunk>>& chunks) {
-  std::vector<const Chunk*> layouts;
-  std::vector<uint32_t> layout_indices;
-  std::vector<uint64_t> keys, episode_ids;
-  std::vector<int64_t> num_steps, start_steps, end_steps, data_sizes;
+  std::vector<const Chunk*> pointers;
+  pointers.reserve(chunks.size());
   for (const auto& chunk : chunks) {
     if (!chunk) throw InvalidArgumentError("chunks must not hold None");
-    size_t layout = 0;
-    while (layout < layouts.size() && !SameLayout(*layouts[layout], *chunk)) ++layout;
-    if (layout == layouts.size()) layouts.push_back(chunk.get());
-    layout_indices.push_back(static_cast<uint32_t>(layout));
-    keys.push_back(chunk->key());
-    num_steps.push_back(chunk->num_steps());
-    episode_ids.push_back(chunk->episode_id());
-    start_steps.push_back(chunk->start_step());
-    end_steps.push_back(chunk->end_step());
-    data_sizes.push_back(static_cast<int64_t>(chunk->data_size()));
+    pointers.push_back(chunk.get());
   }
-  py::list layout_list;
-  for (const Chunk* chunk : layouts) layout_list.append(LayoutOf(*chunk));
-  return py::make_tuple(std::move(layout_list), keys, layout_indices, num_steps, episode_ids, start_steps,
-                        end_steps, data_sizes);
-}
-
-// Protocol buffers' base-128 varint.
-size_t PutVarint(uint64_t value, char* out) noexcept {
-  size_t n = 0;
-  while (value >= 0x80) {
-    out[n++] = static_cast<char>((value & 0x7F) | 0x80);
-    value >>= 7;
-  }
-  out[n++] = static_cast<char>(value);
-  return n;
+  const ChunkBatchFields fields = ChunkBatchFields::Of(pointers);
+  py::list layouts;
+  for (const Chunk* chunk : fields.layouts) layouts.append(LayoutOf(*chunk));
+  return py::make_tuple(std::move(layouts), fields.keys, fields.layout_indices, fields.num_steps,
+                        fields.episode_ids, fields.start_steps, fields.end_steps, fields.data_sizes);
 }
 
 // `head` (a serialized message) followed by bytes field `field_number` holding
@@ -190,16 +165,16 @@ py::bytes AppendPayloads(const py::bytes& head, uint32_t field_number, const std
     if (!chunk) throw InvalidArgumentError("chunks must not hold None");
     total += chunk->data_size();
   }
-  char prefix[20];
-  size_t prefix_size = PutVarint((static_cast<uint64_t>(field_number) << 3) | 2, prefix);
-  prefix_size += PutVarint(total, prefix + prefix_size);
+  ProtoWriter prefix;
+  prefix.Tag(field_number, ProtoWriter::kLengthDelimited);
+  prefix.Varint(total);
   const std::string_view head_bytes(PyBytes_AS_STRING(head.ptr()), static_cast<size_t>(PyBytes_GET_SIZE(head.ptr())));
-  py::bytes out(nullptr, static_cast<py::ssize_t>(head_bytes.size() + prefix_size + total));
+  py::bytes out(nullptr, static_cast<py::ssize_t>(head_bytes.size() + prefix.data().size() + total));
   char* cursor = PyBytes_AS_STRING(out.ptr());
   std::memcpy(cursor, head_bytes.data(), head_bytes.size());
   cursor += head_bytes.size();
-  std::memcpy(cursor, prefix, prefix_size);
-  cursor += prefix_size;
+  std::memcpy(cursor, prefix.data().data(), prefix.data().size());
+  cursor += prefix.data().size();
   std::optional<py::gil_scoped_release> release;
   if (total > kKeepGilBelowBytes) release.emplace();
   for (const auto& chunk : chunks) {
@@ -209,57 +184,13 @@ py::bytes AppendPayloads(const py::bytes& head, uint32_t field_number, const std
   return out;
 }
 
-// Reads a varint at data[*at], advancing *at; false if it runs past `size`
-// or over ten bytes.
-bool GetVarint(const uint8_t* data, size_t size, size_t* at, uint64_t* value) noexcept {
-  *value = 0;
-  for (int shift = 0; shift < 64 && *at < size; shift += 7) {
-    const uint8_t byte = data[(*at)++];
-    *value |= static_cast<uint64_t>(byte & 0x7F) << shift;
-    if ((byte & 0x80) == 0) return true;
-  }
-  return false;
-}
-
-// Where the last top-level field `field_number` (length-delimited) lies in a
-// serialized message: (field_start, field_end, value_start) or None if it
-// is absent. ValueError if the message is malformed before its end.
+// FindLengthDelimitedField of a Python buffer, as (field_start, field_end,
+// value_start) or None.
 py::object FindBytesField(py::handle message, uint32_t field_number) {
   const BufferView view(message);
-  const auto* data = static_cast<const uint8_t*>(view.data());
-  const size_t size = view.size();
-  size_t at = 0;
-  py::object found = py::none();
-  while (at < size) {
-    const size_t field_start = at;
-    uint64_t tag = 0;
-    if (!GetVarint(data, size, &at, &tag)) throw InvalidArgumentError("message: a field tag is cut off");
-    const uint64_t number = tag >> 3;
-    uint64_t skip = 0;
-    switch (tag & 7) {
-      case 0:  // varint
-        if (!GetVarint(data, size, &at, &skip)) throw InvalidArgumentError("message: a varint is cut off");
-        skip = 0;
-        break;
-      case 1:  // 64-bit
-        skip = 8;
-        break;
-      case 2:  // length-delimited
-        if (!GetVarint(data, size, &at, &skip)) throw InvalidArgumentError("message: a length is cut off");
-        break;
-      case 5:  // 32-bit
-        skip = 4;
-        break;
-      default:
-        throw InvalidArgumentError("message: field " + std::to_string(number) + " has an unsupported wire type " +
-                                   std::to_string(tag & 7));
-    }
-    if (skip > size - at) throw InvalidArgumentError("message: field " + std::to_string(number) + " runs past its end");
-    const size_t value_start = at;
-    at += static_cast<size_t>(skip);
-    if (number == field_number && (tag & 7) == 2) found = py::make_tuple(field_start, at, value_start);
-  }
-  return found;
+  const auto found = FindLengthDelimitedField({static_cast<const uint8_t*>(view.data()), view.size()}, field_number);
+  if (!found) return py::none();
+  return py::make_tuple(found->field_start, found->field_end, found->value_start);
 }
 
 py::list ToLists(const PackedTrajectories& packed) {

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <utility>
 
+#include "resound/chunk_batch_fields.h"
 #include "resound/packed_trajectories.h"
 #include "resound/proto_writer.h"
 
@@ -28,33 +29,10 @@ namespace trajectories {
 constexpr uint32_t kNumColumns = 1, kNumSlices = 2, kSqueeze = 3, kChunkKeys = 4, kOffsets = 5, kLengths = 6;
 }
 
-bool SameLayout(const Chunk& a, const Chunk& b) {
-  const auto shape_a = a.step_shape();
-  const auto shape_b = b.step_shape();
-  return a.dtype().str() == b.dtype().str() && a.compression() == b.compression() &&
-         a.delta_encoded() == b.delta_encoded() &&
-         std::equal(shape_a.begin(), shape_a.end(), shape_b.begin(), shape_b.end());
-}
-
 void WriteChunkBatch(ProtoWriter& out, const std::vector<const Chunk*>& chunks) {
-  std::vector<const Chunk*> layouts;
-  std::vector<uint32_t> layout_indices;
-  std::vector<uint64_t> keys, episode_ids;
-  std::vector<int64_t> num_steps, start_steps, end_steps, data_sizes;
-  for (const Chunk* chunk : chunks) {
-    size_t layout = 0;
-    while (layout < layouts.size() && !SameLayout(*layouts[layout], *chunk)) ++layout;
-    if (layout == layouts.size()) layouts.push_back(chunk);
-    layout_indices.push_back(static_cast<uint32_t>(layout));
-    keys.push_back(chunk->key());
-    num_steps.push_back(chunk->num_steps());
-    episode_ids.push_back(chunk->episode_id());
-    start_steps.push_back(chunk->start_step());
-    end_steps.push_back(chunk->end_step());
-    data_sizes.push_back(static_cast<int64_t>(chunk->data_size()));
-  }
+  const ChunkBatchFields fields = ChunkBatchFields::Of(chunks);
   ProtoWriter batch;
-  for (const Chunk* chunk : layouts) {
+  for (const Chunk* chunk : fields.layouts) {
     ProtoWriter layout;
     layout.BytesField(chunk_layout::kDtype, chunk->dtype().str());
     const auto shape = chunk->step_shape();
@@ -63,13 +41,13 @@ void WriteChunkBatch(ProtoWriter& out, const std::vector<const Chunk*>& chunks) 
     if (chunk->delta_encoded()) layout.VarintField(chunk_layout::kDeltaEncoded, 1);
     batch.MessageField(chunk_batch::kLayouts, layout);
   }
-  batch.PackedVarints(chunk_batch::kKeys, keys);
-  batch.PackedVarints(chunk_batch::kLayoutIndices, layout_indices);
-  batch.PackedVarints(chunk_batch::kNumSteps, num_steps);
-  batch.PackedVarints(chunk_batch::kEpisodeIds, episode_ids);
-  batch.PackedVarints(chunk_batch::kStartSteps, start_steps);
-  batch.PackedVarints(chunk_batch::kEndSteps, end_steps);
-  batch.PackedVarints(chunk_batch::kDataSizes, data_sizes);
+  batch.PackedVarints(chunk_batch::kKeys, fields.keys);
+  batch.PackedVarints(chunk_batch::kLayoutIndices, fields.layout_indices);
+  batch.PackedVarints(chunk_batch::kNumSteps, fields.num_steps);
+  batch.PackedVarints(chunk_batch::kEpisodeIds, fields.episode_ids);
+  batch.PackedVarints(chunk_batch::kStartSteps, fields.start_steps);
+  batch.PackedVarints(chunk_batch::kEndSteps, fields.end_steps);
+  batch.PackedVarints(chunk_batch::kDataSizes, fields.data_sizes);
   out.MessageField(insert_request::kChunks, batch);
 }
 

@@ -1,11 +1,13 @@
-// PackedTrajectories and ChunkHolder, the two pieces the gRPC service uses to
-// carry many items per message: packing trajectories (given directly and
-// read back from items) must give back the same trajectories, inconsistent
-// arrays from a client must be refused, and a holder must own exactly the
-// chunks it holds and refuse items that use any other.
+// The pieces the gRPC service uses to carry many items per message:
+// packing trajectories (given directly and read back from items) must give
+// back the same trajectories, inconsistent arrays from a client must be
+// refused, a holder must own exactly the chunks it holds and refuse items
+// that use any other, and the wire reader must find what the writer wrote and
+// refuse every cut or malformed message (its input comes from the network).
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,8 @@
 #include "resound/errors.h"
 #include "resound/item.h"
 #include "resound/packed_trajectories.h"
+#include "resound/proto_reader.h"
+#include "resound/proto_writer.h"
 
 namespace resound {
 namespace {
@@ -103,6 +107,58 @@ void HolderOwnsWhatItHolds() {
   RESOUND_CHECK(store.num_chunks() == 0);
 }
 
+std::span<const uint8_t> Bytes(const std::string& data) {
+  return {reinterpret_cast<const uint8_t*>(data.data()), data.size()};
+}
+
+void ReaderFindsWhatTheWriterWrote() {
+  ProtoWriter message;
+  message.VarintField(1, ~uint64_t{0});  // ten bytes
+  message.BytesField(3, "first");
+  message.PackedVarints(2, std::vector<int64_t>{-1, 0, 300});
+  message.PackedDoubles(5, std::vector<double>{0.5, 2.0});
+  ProtoWriter nested;
+  nested.BytesField(3, "inside");  // field 3 of another message: not top level
+  message.MessageField(4, nested);
+  message.BytesField(3, "last");
+  const std::string& data = message.data();
+
+  const auto found = FindLengthDelimitedField(Bytes(data), 3);
+  RESOUND_CHECK(found.has_value());
+  RESOUND_CHECK(found->field_end == data.size());  // the last one wins
+  RESOUND_CHECK(data.substr(found->value_start, found->field_end - found->value_start) == "last");
+  RESOUND_CHECK(data.substr(found->field_start, 2) == std::string("\x1a\x04", 2));
+  RESOUND_CHECK(!FindLengthDelimitedField(Bytes(data), 7).has_value());
+  RESOUND_CHECK(!FindLengthDelimitedField(Bytes(data), 1).has_value());  // a varint, not bytes
+  RESOUND_CHECK(!FindLengthDelimitedField(Bytes(std::string()), 3).has_value());
+
+  // A cut at a field boundary is a shorter valid message; a cut inside a
+  // field is refused. Either way nothing beyond the cut is read.
+  size_t refused = 0;
+  for (size_t size = 1; size < data.size(); ++size) {
+    try {
+      const auto in_cut = FindLengthDelimitedField(Bytes(data.substr(0, size)), 3);
+      RESOUND_CHECK(!in_cut || in_cut->field_end <= size);
+    } catch (const InvalidArgumentError&) {
+      ++refused;
+    }
+  }
+  RESOUND_CHECK(refused >= data.size() - 1 - 6);  // all but the cuts at the 6 field boundaries
+  RESOUND_CHECK(Throws<InvalidArgumentError>([&] {
+    FindLengthDelimitedField(Bytes(data.substr(0, data.size() - 2)), 3);  // inside "last"
+  }));
+  RESOUND_CHECK(Throws<InvalidArgumentError>([] {
+    FindLengthDelimitedField(Bytes(std::string(11, '\xff')), 3);  // a varint of eleven bytes
+  }));
+  RESOUND_CHECK(Throws<InvalidArgumentError>([] {
+    FindLengthDelimitedField(Bytes(std::string("\x0b\x00", 2)), 3);  // a group
+  }));
+  ProtoWriter huge_length;
+  huge_length.Tag(3, ProtoWriter::kLengthDelimited);
+  huge_length.Varint(~uint64_t{0});
+  RESOUND_CHECK(Throws<InvalidArgumentError>([&] { FindLengthDelimitedField(Bytes(huge_length.data()), 3); }));
+}
+
 }  // namespace
 }  // namespace resound
 
@@ -110,6 +166,7 @@ int main() {
   resound::PackingRoundTrips();
   resound::InconsistentArraysAreRefused();
   resound::HolderOwnsWhatItHolds();
+  resound::ReaderFindsWhatTheWriterWrote();
   std::puts("wire_packing_test: ok");
   return 0;
 }
