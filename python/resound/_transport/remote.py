@@ -327,36 +327,24 @@ class InsertStream:
         """``insert`` of one item of one column of one slice (see TableMeta)."""
         del timeout  # accepted at once; the server applies the rate limiter
         with self._mutex:
-            encoder = self._encoder
-            if (
-                encoder.queued + encoder.unconfirmed >= _MAX_IN_FLIGHT_ITEMS
-                or encoder.in_flight_bytes >= _MAX_IN_FLIGHT_BYTES
-                or self._error is not None
-                or self._closed
-            ):
-                self._wait_for_room_locked()
-            encoder.add_one(table, key, priority, chunk_key, offset, length, squeeze)
+            self._wait_for_room_locked()
+            self._encoder.add_one(table, key, priority, chunk_key, offset, length, squeeze)
             if self._idle:
                 self._lock.notify_all()
         return 1
 
     def submit(self, table: str, requests: list[Any]) -> None:
         with self._mutex:
-            encoder = self._encoder
-            if (
-                encoder.queued + encoder.unconfirmed >= _MAX_IN_FLIGHT_ITEMS
-                or encoder.in_flight_bytes >= _MAX_IN_FLIGHT_BYTES
-                or self._error is not None
-                or self._closed
-            ):
-                self._wait_for_room_locked()
-            add = encoder.add
+            self._wait_for_room_locked()
+            add = self._encoder.add
             for key, priority, trajectory in requests:
                 add(table, key, priority, trajectory)
             if self._idle:
                 self._lock.notify_all()
 
     def _wait_for_room_locked(self) -> None:
+        """Returns at once while the stream has room; raises the stream's
+        error, or RuntimeError once it is closed."""
         encoder = self._encoder
         while (
             (
