@@ -10,12 +10,13 @@ import math
 import pickle
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
 
 import resound
-from resound import rate_limiters, selectors
+from resound import _core, rate_limiters, selectors
 from resound.table import shared_chunk_store
 
 from conftest import SAFETY, Background, wait_until
@@ -728,3 +729,40 @@ def test_blocked_insert_times_out_and_is_withdrawn(
     assert server.table("queue").info.current_size == 9
     values = client.sample_batch("queue", 9, timeout=SAFETY).data[0][:, 0]
     np.testing.assert_array_equal(values, np.arange(1, 10))
+
+
+def test_large_batches_come_from_reused_buffers_never_shared_while_alive(serve: Any) -> None:
+    # Batches of 4 x 400 KB come from the core's buffer pool: a buffer let go
+    # serves the next batch (no fresh pages to fault in), but a live batch's
+    # buffer is never handed out again, and new data overwrites reused memory.
+    _, client = serve(
+        resound.Table("big", selectors.Fifo(), selectors.Fifo(), 1, rate_limiters.MinSize(1))
+    )
+    client.insert({"obs": np.full(100_000, 1.0, np.float32)}, priorities={"big": 1.0})
+    first = client.sample_batch("big", batch_size=4).data[0]
+    second = client.sample_batch("big", batch_size=4).data[0]
+    assert first.shape == second.shape == (4, 1, 100_000)
+    assert first.ctypes.data != second.ctypes.data
+    assert first.flags.writeable and second.flags.writeable
+    first[...] = -1.0  # the caller's to change: nothing else sees it
+    np.testing.assert_array_equal(second, 1.0)
+    reused_address = second.ctypes.data
+    del second
+    assert _core.pool_info()["num_cached"] >= 1
+    # The only item is replaced by one of 2.0s: the reused buffer holds it.
+    client.insert({"obs": np.full(100_000, 2.0, np.float32)}, priorities={"big": 1.0})
+    third = client.sample_batch("big", batch_size=4).data[0]
+    assert third.ctypes.data == reused_address
+    np.testing.assert_array_equal(third, 2.0)
+    np.testing.assert_array_equal(first, -1.0)
+
+
+def test_pooled_empty_checks_shape_and_dtype() -> None:
+    array = _core.pooled_empty((3, 2), np.int16)
+    assert array.shape == (3, 2) and array.dtype == np.int16 and array.flags.c_contiguous
+    with pytest.raises(ValueError, match="shape: extents must be >= 0"):
+        _core.pooled_empty((-1, 2), np.float32)
+    with pytest.raises(ValueError, match="shape: the array would not fit"):
+        _core.pooled_empty((1 << 40, 1 << 40), np.float32)
+    with pytest.raises(ValueError, match="dtype: object dtypes are not supported"):
+        _core.pooled_empty((2,), object)

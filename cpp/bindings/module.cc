@@ -12,4 +12,5 @@ PYBIND11_MODULE(_core, m) {
   resound::bindings::RegisterRateLimiter(m);
   resound::bindings::RegisterTable(m);
   resound::bindings::RegisterWire(m);
+  resound::bindings::RegisterMemory(m);
 }

@@ -19,6 +19,7 @@ void RegisterSelectors(py::module_& m);
 void RegisterRateLimiter(py::module_& m);
 void RegisterTable(py::module_& m);
 void RegisterWire(py::module_& m);
+void RegisterMemory(py::module_& m);
 
 // PackedTrajectories' six arrays as Python lists (register_wire.cc).
 py::list PackedTrajectoryLists(const PackedTrajectories& packed);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "conversions.h"
+#include "pooled_array.h"
 #include "register.h"
 #include "resound/column_gather.h"
 #include "resound/errors.h"
@@ -192,7 +193,9 @@ py::list StackColumns(const SampleBatch& batch) {
       continue;
     }
     const auto shape = layouts[c]->Shape(batch.samples.size());
-    py::array array(py::dtype(layouts[c]->dtype.str()), std::vector<py::ssize_t>(shape.begin(), shape.end()));
+    // From the buffer pool: a batch of large items is a large array, and a
+    // learner asks for one of the same size again and again.
+    py::array array = PooledArray(py::dtype(layouts[c]->dtype.str()), {shape.begin(), shape.end()});
     outputs[c] = {static_cast<std::byte*>(array.mutable_data()), static_cast<size_t>(array.nbytes())};
     arrays.append(std::move(array));
   }

@@ -547,7 +547,13 @@ def _stack_items(parts: list[Any]) -> list[np.ndarray]:
                 f"column {index} has different dtypes across the batch ({sorted(dtypes)}); "
                 "sample_batch needs one dtype per column, use Client.sample instead"
             )
-        out.append(np.stack(column))
+        if column[0].dtype.kind in "SU":
+            out.append(np.stack(column))  # widths may differ: numpy picks the widest
+        else:
+            # Into a buffer from the core's pool: a batch of large items is a
+            # large array, whose fresh pages would cost more than the copy.
+            stacked = _core.pooled_empty((len(column), *column[0].shape), column[0].dtype)
+            out.append(np.stack(column, out=stacked))
     return out
 
 
