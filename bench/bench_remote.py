@@ -13,7 +13,10 @@ Workloads (4 KB payloads unless said otherwise):
     (writers as insert_writer; samplers as sample_uniform);
   * sample_uniform / sample_prioritized: client.sample(table, 256), every
     sample consumed, tables of 20,000 items (2,000 at 400 KB);
-  * sample_batch (resound only; compared with Reverb's client.sample).
+  * sample_batch (resound only; compared with Reverb's client.sample);
+  * grpc_ceiling (with any 400 KB sampling row): 400 KB items/s that a bare
+    grpcio stream of ready-made messages carries between two processes here,
+    the most any sampler served from Python can reach.
 
 Each library's server is a fresh subprocess per workload (`resound-server`
 logic through resound.Server; reverb.Server for dm-reverb); dm-reverb is
@@ -325,6 +328,59 @@ def concurrent(lib: str, kind: str, processes: int, seconds: float, items: int) 
         server.stop()
 
 
+# The transport's own ceiling for the 400 KB sampling rows: a bare grpcio
+# server streaming ready-made 16 MB messages to a bare grpcio client, with no
+# application work at either end (what any Python-served sampler can reach).
+CEILING_SERVER = r"""
+import os, sys
+from concurrent import futures
+import grpc
+options = [("grpc.max_send_message_length", 1 << 30), ("grpc.max_receive_message_length", 1 << 30)]
+blob = os.urandom(16 << 20)
+def handler(request, context):
+    for _ in range(int.from_bytes(request, "little")):
+        yield blob
+server = grpc.server(futures.ThreadPoolExecutor(4), options=options)
+server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(
+    "ceiling.Stream", {"Get": grpc.unary_stream_rpc_method_handler(handler)})])
+port = server.add_insecure_port("127.0.0.1:0")
+server.start()
+print(port, flush=True)
+sys.stdin.read()
+server.stop(0)
+"""
+
+
+def grpc_ceiling(seconds: float) -> float:
+    """400 KB items/s that a bare grpcio stream carries here (see CEILING_SERVER)."""
+    import grpc
+
+    process = subprocess.Popen(
+        [sys.executable, "-c", CEILING_SERVER],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        port = int(process.stdout.readline())
+        options = [("grpc.max_receive_message_length", 1 << 30)]
+        with grpc.insecure_channel(f"127.0.0.1:{port}", options=options) as channel:
+            call = channel.unary_stream("/ceiling.Stream/Get")
+
+            def step() -> int:  # 7 messages of 16 MB: about one 256-item batch
+                received = sum(len(message) for message in call((7).to_bytes(4, "little")))
+                return received // (PAYLOADS["400 KB"] * 4)
+
+            step()
+            return statistics.median(timed(step, seconds, lambda: None) for _ in range(3))
+    finally:
+        assert process.stdin is not None
+        process.stdin.close()
+        process.wait(timeout=60)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="short runs (smoke)")
@@ -404,6 +460,11 @@ def main() -> None:
         target = TARGETS.get((name, payload))
         met = "-" if target is None else ("yes" if ratio >= target else "NO")
         rows.append([name, payload, ours, reference, label, ratio, target, met])
+    if any(r[1] == "400 KB" and r[0].startswith("sample") for r in rows):
+        ceiling = grpc_ceiling(seconds)
+        rows.append(
+            ["grpc_ceiling", "400 KB", ceiling, 0.0, "bare grpcio", float("nan"), None, "-"]
+        )
     print_table(
         "resound over gRPC vs dm-reverb over gRPC (server in another process; medians of 3)",
         ["workload", "payload", "resound", "reverb", "ratio", "target", "met"],
@@ -412,8 +473,8 @@ def main() -> None:
                 n,
                 p,
                 fmt_rate(o),
-                f"{fmt_rate(r)} ({lab})",
-                f"{x:.2f}x",
+                f"{fmt_rate(r)} ({lab})" if r else lab,
+                f"{x:.2f}x" if x == x else "-",
                 "-" if t is None else f">={t:g}x",
                 m,
             ]
