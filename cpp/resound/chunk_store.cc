@@ -55,13 +55,15 @@ ChunkStore::ChunkStore(size_t num_shards) {
 
 std::shared_ptr<const Chunk> ChunkStore::Insert(const ChunkMetadata& metadata, std::span<const std::byte> payload) {
   Chunk::Validate(metadata, payload.size());
+  // Recycled blocks: a chunk is often freed by another thread (an evicting
+  // insert) than the one that made it (see block_recycler.h).
   // Allocate and copy before taking the shard lock. Both handles are declared
   // before the lock: a rejected duplicate, or an existing chunk whose other
   // owners let go meanwhile, must be destroyed after the lock is released,
   // since a chunk's destructor takes that lock.
   TrailingStorage storage{Chunk::StorageBytes(metadata, payload.size())};
   std::shared_ptr<const Chunk> candidate =
-      AllocateSharedWithTrailing<StoredChunk>(storage, state_, metadata, payload);
+      AllocateSharedWithTrailing<StoredChunk, RecycledBlocks>(storage, state_, metadata, payload);
   std::shared_ptr<const Chunk> existing;
   const uint64_t key = metadata.key;
   {

@@ -20,9 +20,12 @@
 #define RESOUND_TRAILING_ALLOCATOR_H_
 
 #include <cstddef>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <utility>
+
+#include "resound/block_recycler.h"
 
 namespace resound {
 
@@ -42,37 +45,70 @@ namespace trailing_internal {
 inline thread_local TrailingStorage* pending = nullptr;
 }  // namespace trailing_internal
 
-template <typename T>
+// Where the blocks come from. HeapBlocks: operator new and delete. The
+// allocator frees without knowing the size (the request is gone by then),
+// which unsized delete allows.
+struct HeapBlocks {
+  static constexpr size_t kAlignment = alignof(std::max_align_t);
+  static void* Allocate(size_t bytes) { return ::operator new(bytes); }
+  static void Deallocate(void* block) noexcept { ::operator delete(block); }
+};
+
+// RecycledBlocks: BlockRecycler's shared free lists (see block_recycler.h),
+// for blocks that are often freed on another thread than the one that made
+// them. The block's size travels in an 8-byte header in front of it, which
+// leaves the object 8-aligned (enough for chunks: see kTrailingAlignment).
+struct RecycledBlocks {
+  static constexpr size_t kHeader = sizeof(size_t);
+  static constexpr size_t kAlignment = kHeader;
+  static void* Allocate(size_t bytes) {
+    const size_t total = bytes + kHeader;
+    auto* block = static_cast<std::byte*>(BlockRecycler::Allocate(total));
+    std::memcpy(block, &total, sizeof total);
+    return block + kHeader;
+  }
+  static void Deallocate(void* data) noexcept {
+    std::byte* const block = static_cast<std::byte*>(data) - kHeader;
+    size_t total = 0;
+    std::memcpy(&total, block, sizeof total);
+    BlockRecycler::Deallocate(block, total);
+  }
+};
+
+template <typename T, typename Blocks = HeapBlocks>
 class TrailingAllocator {
+  static_assert(Blocks::kAlignment >= kTrailingAlignment);
  public:
   using value_type = T;
+  template <typename U>
+  struct rebind {
+    using other = TrailingAllocator<U, Blocks>;
+  };
 
   TrailingAllocator() noexcept = default;
   template <typename U>
-  TrailingAllocator(const TrailingAllocator<U>&) noexcept {}
+  TrailingAllocator(const TrailingAllocator<U, Blocks>&) noexcept {}
 
   // Takes the pending request; only AllocateSharedWithTrailing sets one.
   T* allocate(size_t n) {
-    static_assert(alignof(T) <= alignof(std::max_align_t));
+    static_assert(alignof(T) <= Blocks::kAlignment);
     TrailingStorage* request = std::exchange(trailing_internal::pending, nullptr);
     if (request == nullptr) throw std::bad_alloc();
     const size_t head = (n * sizeof(T) + kTrailingAlignment - 1) / kTrailingAlignment * kTrailingAlignment;
-    // Plain operator new returns memory aligned to at least max_align_t.
-    auto* block = static_cast<std::byte*>(::operator new(head + request->bytes));
+    // Aligned to Blocks::kAlignment, which is at least kTrailingAlignment.
+    auto* block = static_cast<std::byte*>(Blocks::Allocate(head + request->bytes));
     request->data = block + head;
     return reinterpret_cast<T*>(block);
   }
-  // Unsized: the request is gone by now, and unsized delete is valid for any
-  // block from operator new.
-  void deallocate(T* p, size_t) noexcept { ::operator delete(static_cast<void*>(p)); }
+  void deallocate(T* p, size_t) noexcept { Blocks::Deallocate(static_cast<void*>(p)); }
 
   template <typename U>
-  friend bool operator==(const TrailingAllocator&, const TrailingAllocator<U>&) noexcept {
+  friend bool operator==(const TrailingAllocator&, const TrailingAllocator<U, Blocks>&) noexcept {
     return true;  // stateless: any instance frees what another allocated
   }
 };
 
-template <typename T, typename... Args>
+template <typename T, typename Blocks = HeapBlocks, typename... Args>
 std::shared_ptr<T> AllocateSharedWithTrailing(TrailingStorage& storage, Args&&... args) {
   // Restores the slot however allocate_shared exits (it is already empty if
   // allocate() ran).
@@ -82,7 +118,7 @@ std::shared_ptr<T> AllocateSharedWithTrailing(TrailingStorage& storage, Args&&..
     Pending(const Pending&) = delete;
     Pending& operator=(const Pending&) = delete;
   } pending(storage);
-  return std::allocate_shared<T>(TrailingAllocator<T>(), std::forward<Args>(args)..., std::as_const(storage));
+  return std::allocate_shared<T>(TrailingAllocator<T, Blocks>(), std::forward<Args>(args)..., std::as_const(storage));
 }
 
 }  // namespace resound
