@@ -41,6 +41,14 @@ class FailedPreconditionError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Stored data that cannot be trusted: a checkpoint that is truncated,
+// corrupted, of another format or of an unknown version
+// (-> resound._core.CheckpointError, a ValueError).
+class DataLossError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 }  // namespace resound
 
 #endif  // RESOUND_ERRORS_H_
