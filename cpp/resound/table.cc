@@ -360,4 +360,87 @@ std::vector<ItemSnapshot> Table::Snapshot() const {
   return snapshot;
 }
 
+TableState Table::Checkpoint() const {
+  TableState state;
+  std::vector<uint64_t> sequences;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    state.entries.reserve(entries_.size());
+    sequences.reserve(entries_.size());
+    for (size_t slot = 0; slot < entries_.size(); ++slot) {
+      const Entry& entry = entries_[slot];
+      state.entries.push_back({entry.item, entry.priority, entry.times_sampled, entry.inserted_at_ns,
+                               sampler_->TieOrder(slot), remover_->TieOrder(slot)});
+      sequences.push_back(entry.sequence);
+    }
+    state.counters = limiter_.Info().counters;
+    state.num_deleted_episodes = num_deleted_episodes_;
+    state.num_unique_samples = num_unique_samples_;
+  }
+  // Insertion order, outside the lock.
+  std::vector<size_t> order(state.entries.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return sequences[a] < sequences[b]; });
+  std::vector<TableState::Entry> sorted;
+  sorted.reserve(order.size());
+  for (const size_t i : order) sorted.push_back(std::move(state.entries[i]));
+  state.entries = std::move(sorted);
+  return state;
+}
+
+void Table::Restore(TableState state) {
+  const std::string where = "restoring table '" + config_.name + "': ";
+  if (state.entries.size() > static_cast<size_t>(config_.max_size)) {
+    throw InvalidArgumentError(where + std::to_string(state.entries.size()) + " items do not fit max_size " +
+                               std::to_string(config_.max_size));
+  }
+  {
+    KeyMap<uint32_t> keys;
+    for (const auto& entry : state.entries) {
+      if (!entry.item) throw InvalidArgumentError(where + "an entry has no item");
+      ValidatePriority(entry.priority);
+      if (entry.times_sampled < 0) throw InvalidArgumentError(where + "times_sampled must be >= 0");
+      if (!keys.TryEmplace(entry.item->key(), 0).second) {
+        throw InvalidArgumentError(where + "item key " + std::to_string(entry.item->key()) + " appears twice");
+      }
+      if (!config_.column_specs.empty()) ColumnSpec::Check(config_.column_specs, *entry.item);
+    }
+  }
+  Released released;  // nothing is evicted (the items fit); kept for InsertLocked's signature
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!entries_.empty()) {
+    throw FailedPreconditionError(where + "the table already holds " + std::to_string(entries_.size()) + " items");
+  }
+  const size_t count = state.entries.size();
+  try {
+    for (auto& entry : state.entries) {
+      InsertLocked(entry.item, entry.priority, released);
+      Entry& restored = entries_.back();
+      restored.times_sampled = entry.times_sampled;
+      restored.inserted_at_ns = entry.inserted_at_ns;
+    }
+  } catch (...) {
+    // Out of memory half-way: leave the table empty rather than half restored.
+    while (!entries_.empty()) DeleteLocked(entries_.size() - 1, released);
+    limiter_.ResetCounters();
+    throw;
+  }
+  // Heaps break ties by recency of insert or update: replaying an update of
+  // each item in its checkpointed order rebuilds the same ties.
+  const auto replay = [&](SlotSelector& selector, uint64_t TableState::Entry::*order) {
+    std::vector<size_t> slots;
+    for (size_t slot = 0; slot < count; ++slot) {
+      if (state.entries[slot].*order != 0) slots.push_back(slot);
+    }
+    std::sort(slots.begin(), slots.end(),
+              [&](size_t a, size_t b) { return state.entries[a].*order < state.entries[b].*order; });
+    for (const size_t slot : slots) selector.Update(slot, entries_[slot].priority);
+  };
+  replay(*sampler_, &TableState::Entry::sampler_tie_order);
+  replay(*remover_, &TableState::Entry::remover_tie_order);
+  limiter_.SetCounters(state.counters);
+  num_deleted_episodes_ = state.num_deleted_episodes;
+  num_unique_samples_ = state.num_unique_samples;
+}
+
 }  // namespace resound

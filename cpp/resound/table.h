@@ -107,6 +107,21 @@ class Table {
   // copying of the list happens after it is released.
   std::vector<ItemSnapshot> Snapshot() const;
 
+  // For checkpoints. Checkpoint() takes references to every item and the
+  // counters under the lock (no copy of any data: inserts and samples wait
+  // only for that), and sorts them after releasing it.
+  TableState Checkpoint() const;
+  // Fills this empty table with `state`: its items in their order, with
+  // their priorities, times sampled and insertion times, the selectors'
+  // orders among equal priorities, the limiter counters and statistics. The
+  // items must already be built against this table's chunk store. Sampling
+  // with Fifo, Lifo and heap selectors then goes on exactly as it would have
+  // in the checkpointed table. FailedPreconditionError if the table holds
+  // items; InvalidArgumentError (and nothing restored) for more items than
+  // max_size, a priority the selectors refuse, a duplicate key, a column
+  // the signature refuses or a negative times_sampled.
+  void Restore(TableState state);
+
  private:
   struct Entry {
     std::shared_ptr<const Item> item;

@@ -61,6 +61,24 @@ struct ItemSnapshot {
   int64_t inserted_at_ns = 0;
 };
 
+// What a checkpoint keeps of a table: references to its items (which keep
+// their chunks alive) with their state, and the table's counters.
+struct TableState {
+  struct Entry {
+    std::shared_ptr<const Item> item;
+    double priority = 0.0;
+    int32_t times_sampled = 0;
+    int64_t inserted_at_ns = 0;
+    // The selectors' order among items of equal priority (SlotSelector::TieOrder).
+    uint64_t sampler_tie_order = 0;
+    uint64_t remover_tie_order = 0;
+  };
+  std::vector<Entry> entries;  // in insertion order
+  RateLimiterCounters counters;
+  int64_t num_deleted_episodes = 0;
+  int64_t num_unique_samples = 0;
+};
+
 // Outcome of a batch insert: how many requests were applied, in order, and
 // the error that stopped the rest (null when all were applied).
 struct InsertBatchResult {

@@ -24,6 +24,7 @@ class HeapSelector final : public SlotSelector {
   void Clear() noexcept override;
   size_t size() const noexcept override { return heap_.size(); }
   SelectorOptions options() const override;
+  uint64_t TieOrder(size_t slot) const noexcept override { return heap_[position_[slot]].stamp + 1; }
 
  private:
   struct Node {

@@ -28,4 +28,6 @@ void SlotSelector::CheckRoom(size_t size) {
 
 void SlotSelector::ThrowEmpty() { throw FailedPreconditionError("cannot sample from an empty selector"); }
 
+uint64_t SlotSelector::TieOrder(size_t /*slot*/) const noexcept { return 0; }
+
 }  // namespace resound

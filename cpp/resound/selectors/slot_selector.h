@@ -55,6 +55,14 @@ class SlotSelector {
   virtual size_t size() const noexcept = 0;
   virtual SelectorOptions options() const = 0;
 
+  // Where `slot` stands among items of equal priority: a number that grows
+  // with every insert or update of an item, for selectors whose choice
+  // depends on it (heaps: the oldest wins a tie), 0 for the others (their
+  // order follows the slots' insertion order or nothing at all). A
+  // checkpoint keeps it; updating items in its order after a restore puts
+  // them back in the same order.
+  virtual uint64_t TieOrder(size_t slot) const noexcept;
+
  protected:
   SlotSelector() = default;
   SlotSelector(const SlotSelector&) = delete;

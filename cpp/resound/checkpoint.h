@@ -1,0 +1,70 @@
+// Saves the state of tables into one checkpoint file and restores it.
+//
+// File: a CheckpointFileWriter file (header, checksummed records, end
+// record) whose records are, in order (docs/checkpoint-format.md):
+//   1 TABLE  one per table: name, configuration, signature, limiter counters,
+//            statistics and its number of items;
+//   2 CHUNK  each chunk that an item uses, once however many items and tables
+//            use it, always before the first item that needs it;
+//   3 ITEM   each item of each table, tables in TABLE order and items in
+//            insertion order: key, priority, times sampled, insertion time,
+//            the selectors' tie order and the trajectory.
+// Record payloads are fixed little-endian fields and length-prefixed strings.
+//
+// Saving takes only references under each table's lock (Table::Checkpoint),
+// one table after another, and writes afterwards, outside every lock:
+// inserts and samples go on during the save. Each table is consistent in
+// itself (every item's chunks are in the file); tables are not captured at
+// one instant together. The file appears only when complete.
+#ifndef RESOUND_CHECKPOINT_H_
+#define RESOUND_CHECKPOINT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "resound/rate_limiter.h"
+#include "resound/table.h"
+#include "resound/table_types.h"
+
+namespace resound {
+
+// What a checkpoint holds (or what a save wrote, or a load restored).
+struct CheckpointSummary {
+  struct TableSummary {
+    TableConfig config;  // column_specs are not stored (the signature is)
+    RateLimiterCounters counters;
+    int64_t num_items = 0;
+    int64_t num_deleted_episodes = 0;
+    int64_t num_unique_samples = 0;
+  };
+  std::vector<TableSummary> tables;
+  int64_t num_chunks = 0;
+  int64_t chunk_bytes = 0;  // payload bytes as stored (compressed or not)
+  uint64_t file_bytes = 0;
+};
+
+class Checkpoint {
+ public:
+  Checkpoint() = delete;
+
+  // Writes `tables` into a new file `path` (which must not exist).
+  // std::system_error for I/O errors (no file appears then).
+  static CheckpointSummary Save(const std::vector<Table*>& tables, const std::string& path);
+
+  // Restores the checkpoint at `path` into `tables`, matched by name; every
+  // table in the file must be among them and empty, with the same sampler,
+  // remover, max_times_sampled and rate limiter (max_size may differ if the
+  // items fit). Tables not in the file stay as they are. All or nothing: on
+  // any error no table is changed. DataLossError for a damaged or foreign
+  // file, InvalidArgumentError / FailedPreconditionError for a mismatch,
+  // std::system_error if the file cannot be read.
+  static CheckpointSummary Load(const std::string& path, const std::vector<Table*>& tables);
+
+  // Reads and checks the whole file without restoring anything.
+  static CheckpointSummary Inspect(const std::string& path);
+};
+
+}  // namespace resound
+
+#endif  // RESOUND_CHECKPOINT_H_
