@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import gc
 import math
+import os
 import pickle
 import time
 from collections.abc import Iterator
@@ -119,9 +120,14 @@ def test_in_process_client_of_an_embedded_server_cannot_be_pickled(client: resou
         pickle.dumps(client)
 
 
-def test_checkpoint_is_not_supported_yet(client: resound.Client) -> None:
-    with pytest.raises(NotImplementedError):
-        client.checkpoint()
+def test_checkpoint_without_a_checkpointer_goes_to_a_temporary_directory(
+    client: resound.Client,
+) -> None:
+    client.insert({"x": np.arange(3)}, priorities={"uniform": 1.0})
+    path = client.checkpoint()
+    assert os.path.basename(path).startswith("checkpoint-") and path.endswith(".rsnd")
+    summary = resound.checkpointers.inspect(path)
+    assert {t["name"]: t["num_items"] for t in summary["tables"]}["uniform"] == 1
 
 
 # --- unknown tables

@@ -72,8 +72,8 @@ def test_bad_port_is_rejected(port: object) -> None:
         resound.Server([uniform_table()], port=port)  # type: ignore[arg-type]
 
 
-def test_checkpointer_is_not_supported_yet() -> None:
-    with pytest.raises(NotImplementedError):
+def test_checkpointer_must_be_a_checkpointer() -> None:
+    with pytest.raises(ValueError, match="checkpointer must be a resound.checkpointers"):
         resound.Server([uniform_table()], checkpointer=object(), listen=False)
 
 

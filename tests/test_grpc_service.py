@@ -309,8 +309,6 @@ def test_sample_and_unary_calls_validate_their_requests(service):
         )
     with pytest.raises(ValueError):
         client.mutate_priorities("t", updates={1: math.nan})
-    with pytest.raises(NotImplementedError, match="checkpoint"):
-        client._transport.checkpoint()
     client.insert({"x": np.ones(2, np.float32)}, priorities={"t": 1.0})
     assert table_size(server) == 1
 

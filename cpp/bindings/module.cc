@@ -13,4 +13,5 @@ PYBIND11_MODULE(_core, m) {
   resound::bindings::RegisterTable(m);
   resound::bindings::RegisterWire(m);
   resound::bindings::RegisterMemory(m);
+  resound::bindings::RegisterCheckpoint(m);
 }

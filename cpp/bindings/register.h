@@ -20,6 +20,7 @@ void RegisterRateLimiter(py::module_& m);
 void RegisterTable(py::module_& m);
 void RegisterWire(py::module_& m);
 void RegisterMemory(py::module_& m);
+void RegisterCheckpoint(py::module_& m);
 
 // PackedTrajectories' six arrays as Python lists (register_wire.cc).
 py::list PackedTrajectoryLists(const PackedTrajectories& packed);

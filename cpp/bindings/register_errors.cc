@@ -5,6 +5,8 @@
 //   FailedPreconditionError -> RuntimeError
 #include <pybind11/pybind11.h>
 
+#include <system_error>
+
 #include "register.h"
 #include "resound/errors.h"
 
@@ -15,6 +17,7 @@ namespace {
 PyObject* g_reverb_error = nullptr;
 PyObject* g_deadline_exceeded = nullptr;
 PyObject* g_cancelled = nullptr;
+PyObject* g_checkpoint_error = nullptr;
 
 PyObject* NewException(py::module_& m, const char* name, PyObject* bases, const char* doc) {
   const std::string qualified = std::string("resound._core.") + name;
@@ -44,6 +47,9 @@ PyObject* TypeFor(std::exception_ptr error, std::string& message) {
   } catch (const FailedPreconditionError& e) {
     message = e.what();
     return PyExc_RuntimeError;
+  } catch (const DataLossError& e) {
+    message = e.what();
+    return g_checkpoint_error;
   } catch (...) {
     return nullptr;
   }
@@ -59,8 +65,20 @@ void RegisterErrors(py::module_& m) {
   py::tuple cancelled_bases = py::make_tuple(py::handle(g_reverb_error), py::handle(PyExc_RuntimeError));
   g_cancelled = NewException(m, "CancelledError", cancelled_bases.ptr(),
                              "The table was closed (server stopping) while or before the call ran.");
+  py::tuple checkpoint_bases = py::make_tuple(py::handle(g_reverb_error), py::handle(PyExc_ValueError));
+  g_checkpoint_error = NewException(m, "CheckpointError", checkpoint_bases.ptr(),
+                                    "A checkpoint file is truncated, corrupted, foreign or of an unknown version.");
   py::register_exception_translator([](std::exception_ptr error) {
     if (!error) return;
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::system_error& e) {
+      // File errors keep their errno: OSError(errno, message).
+      py::object os_error = py::reinterpret_borrow<py::object>(PyExc_OSError)(e.code().value(), e.what());
+      PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(os_error.ptr())), os_error.ptr());
+      return;
+    } catch (...) {
+    }
     std::string message;
     PyObject* type = TypeFor(error, message);
     if (type == nullptr) std::rethrow_exception(error);  // pybind11's own translators

@@ -21,7 +21,7 @@ Example:
 
 from typing import Any
 
-from resound import _core, errors, item_selectors, nest, rate_limiters, specs
+from resound import _core, checkpointers, errors, item_selectors, nest, rate_limiters, specs
 from resound.batch_iterator import BatchIterator
 from resound.client import Client
 from resound.errors import CancelledError, DeadlineExceededError, NotFoundError, ReverbError
@@ -53,6 +53,7 @@ __all__ = [
     "TrajectoryWriter",
     "__version__",
     "_core",
+    "checkpointers",
     "errors",
     "item_selectors",
     "nest",

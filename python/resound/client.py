@@ -368,8 +368,10 @@ class Client:
         return self._transport.server_info(check_timeout(timeout))
 
     def checkpoint(self) -> str:
-        """Writes a checkpoint of the server; not supported yet."""
-        raise NotImplementedError("checkpointing is not supported yet")
+        """Has the server write a checkpoint of all its tables (see
+        resound.checkpointers); returns the checkpoint file's path on the
+        server's machine. Inserts and samples go on meanwhile."""
+        return self._transport.checkpoint()
 
 
 # --- helpers

@@ -3,7 +3,9 @@
 ``ReverbError`` is the base of resound's own errors;
 ``DeadlineExceededError`` is raised when a call reaches its timeout and
 ``CancelledError`` (also a ``RuntimeError``) when a table is closed while or
-before the call runs. ``NotFoundError`` (unknown table) is both a
+before the call runs. ``CheckpointError`` (also a ``ValueError``) refuses a
+checkpoint file that is truncated, corrupted, foreign or of an unknown
+version, naming the file and what is wrong. ``NotFoundError`` (unknown table) is both a
 ``KeyError`` and, as Reverb raises for that case, a ``RuntimeError``. Bad
 arguments raise ``ValueError`` (or ``KeyError`` for unknown keys) naming the
 argument.
@@ -18,9 +20,15 @@ Example:
 
 from __future__ import annotations
 
-from resound._core import CancelledError, DeadlineExceededError, ReverbError
+from resound._core import CancelledError, CheckpointError, DeadlineExceededError, ReverbError
 
-__all__ = ["CancelledError", "DeadlineExceededError", "NotFoundError", "ReverbError"]
+__all__ = [
+    "CancelledError",
+    "CheckpointError",
+    "DeadlineExceededError",
+    "NotFoundError",
+    "ReverbError",
+]
 
 
 class NotFoundError(ReverbError, KeyError, RuntimeError):

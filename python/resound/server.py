@@ -104,8 +104,10 @@ class Server:
       tables: the tables to host (at least one, unique names).
       port: the port of the address to serve under; None picks a free one.
         Ignored in embedded mode.
-      checkpointer: restores state at start and writes checkpoints (not yet
-        supported: must be None).
+      checkpointer: a checkpointer (resound.checkpointers): the server
+        restores its newest checkpoint at start, before serving, and writes
+        checkpoints there when asked (``Client.checkpoint``). None: nothing
+        is restored, and checkpoints go to a new temporary directory.
       listen: False for the embedded mode (no socket, in-process clients only).
       host: the interface to serve on; the default (loopback) admits only
         this machine. ``'0.0.0.0'`` or ``'::'`` serves every interface.
@@ -132,8 +134,13 @@ class Server:
             raise ValueError(
                 f"Multiple items in tables have the same name: {', '.join(duplicates)}"
             )
-        if checkpointer is not None:
-            raise NotImplementedError("checkpointer is not supported yet; pass None")
+        from resound.checkpointers import CheckpointerBase
+
+        if checkpointer is not None and not isinstance(checkpointer, CheckpointerBase):
+            raise ValueError(
+                "checkpointer must be a resound.checkpointers checkpointer (e.g. "
+                f"DefaultCheckpointer(path)) or None, got {checkpointer!r}"
+            )
         if port is not None and (isinstance(port, bool) or not isinstance(port, int)):
             raise ValueError(f"port must be an int in [1, 65535] or None, got {port!r}")
         if port is not None and not 0 < port < 65536:
@@ -141,6 +148,11 @@ class Server:
         if not isinstance(host, str) or not host:
             raise ValueError(f"host must be a nonempty str such as '127.0.0.1', got {host!r}")
         self._tables = {table.name: table for table in tables}
+        self._checkpointer = checkpointer
+        self._checkpoint_lock = threading.Lock()
+        if checkpointer is not None:
+            # Before any client can reach the tables.
+            checkpointer.load_latest(tables)
         self._stopped = threading.Event()
         self._port: int | None = None
         self._grpc: Any = None
@@ -204,6 +216,17 @@ class Server:
                 f"Priority table {name} was not found. The following tables exist: "
                 f"{', '.join(sorted(self._tables))}."
             ) from None
+
+    def checkpoint(self) -> str:
+        """Writes a checkpoint of every table with the server's checkpointer
+        (a temporary directory's if it has none); returns its path."""
+        with self._checkpoint_lock:
+            if self._checkpointer is None:
+                from resound.checkpointers import default_checkpointer
+
+                self._checkpointer = default_checkpointer()
+            checkpointer = self._checkpointer
+        return checkpointer.save(list(self._tables.values()))
 
     def in_process_client(self) -> Client:
         """A client that calls this server's tables directly (no socket)."""

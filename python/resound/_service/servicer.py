@@ -273,7 +273,8 @@ class ReplayServicer:
 
     def checkpoint(self, request: Any, context: grpc.ServicerContext) -> Any:
         del request, context
-        raise _StatusError(grpc.StatusCode.UNIMPLEMENTED, "checkpointing is not supported yet")
+        self._check_running()
+        return _proto.CheckpointResponse(path=self._server.checkpoint())
 
 
 _END = object()

@@ -153,6 +153,9 @@ class EmbeddedTransport:
     def reset(self, table: str) -> None:
         self._table(table)._core.reset()
 
+    def checkpoint(self) -> str:
+        return self._server.checkpoint()
+
     def server_info(self, timeout: float | None) -> dict[str, TableInfo]:
         del timeout  # the tables are right here
         return {name: table.info for name, table in self._server.tables.items()}

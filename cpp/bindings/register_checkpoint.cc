@@ -1,0 +1,107 @@
+// Checkpoint save / load / inspect (resound/checkpoint.h). The file work runs
+// without the GIL; summaries come back as dicts.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "conversions.h"
+#include "register.h"
+#include "resound/checkpoint.h"
+#include "resound/table.h"
+
+namespace resound::bindings {
+namespace {
+
+py::dict SelectorDict(const SelectorOptions& options) {
+  py::dict out;
+  out["kind"] = options.kind_name();
+  out["priority_exponent"] = options.priority_exponent;
+  return out;
+}
+
+py::dict SummaryDict(const CheckpointSummary& summary) {
+  py::list tables;
+  for (const auto& table : summary.tables) {
+    py::dict entry;
+    entry["name"] = table.config.name;
+    entry["sampler"] = SelectorDict(table.config.sampler);
+    entry["remover"] = SelectorDict(table.config.remover);
+    entry["max_size"] = table.config.max_size;
+    entry["max_times_sampled"] = table.config.max_times_sampled;
+    entry["rate_limiter"] = table.config.rate_limiter.ToString();
+    entry["signature"] = py::bytes(table.config.signature);
+    entry["num_items"] = table.num_items;
+    entry["insert_count"] = table.counters.inserts;
+    entry["sample_count"] = table.counters.samples;
+    entry["delete_count"] = table.counters.deletes;
+    entry["num_deleted_episodes"] = table.num_deleted_episodes;
+    entry["num_unique_samples"] = table.num_unique_samples;
+    tables.append(std::move(entry));
+  }
+  py::dict out;
+  out["tables"] = std::move(tables);
+  out["num_chunks"] = summary.num_chunks;
+  out["chunk_bytes"] = summary.chunk_bytes;
+  out["file_bytes"] = summary.file_bytes;
+  return out;
+}
+
+std::vector<Table*> Raw(const std::vector<std::shared_ptr<Table>>& tables) {
+  std::vector<Table*> raw;
+  for (const auto& table : tables) {
+    if (!table) throw py::value_error("tables: None is not a table");
+    raw.push_back(table.get());
+  }
+  return raw;
+}
+
+}  // namespace
+
+void RegisterCheckpoint(py::module_& m) {
+  m.def(
+      "save_checkpoint",
+      [](const std::vector<std::shared_ptr<Table>>& tables, const std::string& path) {
+        CheckpointSummary summary;
+        {
+          py::gil_scoped_release release;
+          summary = Checkpoint::Save(Raw(tables), path);
+        }
+        return SummaryDict(summary);
+      },
+      py::arg("tables"), py::arg("path"),
+      R"doc(Writes the tables into a new checkpoint file `path` (atomically: the file
+appears complete or not at all). Only references are taken under each table's
+lock; inserts and samples go on while the file is written. Returns a summary
+dict (tables, num_chunks, chunk_bytes, file_bytes).)doc");
+  m.def(
+      "load_checkpoint",
+      [](const std::string& path, const std::vector<std::shared_ptr<Table>>& tables) {
+        CheckpointSummary summary;
+        {
+          py::gil_scoped_release release;
+          summary = Checkpoint::Load(path, Raw(tables));
+        }
+        return SummaryDict(summary);
+      },
+      py::arg("path"), py::arg("tables"),
+      R"doc(Restores checkpoint `path` into `tables` (matched by name; each must be empty
+and configured like the saved one). All or nothing. CheckpointError for a
+damaged or foreign file, ValueError / RuntimeError for a mismatch, OSError if
+it cannot be read.)doc");
+  m.def(
+      "inspect_checkpoint",
+      [](const std::string& path) {
+        CheckpointSummary summary;
+        {
+          py::gil_scoped_release release;
+          summary = Checkpoint::Inspect(path);
+        }
+        return SummaryDict(summary);
+      },
+      py::arg("path"), "Reads and checks a whole checkpoint file; returns its summary dict.");
+}
+
+}  // namespace resound::bindings

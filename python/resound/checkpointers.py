@@ -1,0 +1,183 @@
+"""Checkpointers (Reverb's ``reverb.checkpointers``): where a server writes
+checkpoints of its tables, and which one it restores when it starts.
+
+A checkpoint is one file, ``<path>/checkpoint-<UTC time>.rsnd``, holding
+every table's items, their chunks (each once), priorities, times sampled,
+rate limiter counters and the selectors' order, so that Fifo, Lifo and heap
+tables sample in the same order after a restore. The format is resound's
+own (docs/checkpoint-format.md): versioned, checksummed per record, written
+under a temporary name, synced and only then given its name. Saving takes
+only references under each table's lock; inserts and samples go on while
+the file is written.
+
+A checkpointer keeps the newest ``keep_latest`` of its checkpoints and
+deletes older ones; it never deletes a file whose name it would not have
+written.
+
+Example:
+    >>> import tempfile, numpy as np, resound
+    >>> directory = tempfile.mkdtemp()
+    >>> def tables():
+    ...     return [resound.Table.queue('q', 10)]
+    >>> server = resound.Server(tables(), listen=False,
+    ...                         checkpointer=resound.checkpointers.DefaultCheckpointer(directory))
+    >>> client = server.in_process_client()
+    >>> client.insert({'x': np.arange(3)}, priorities={'q': 1.0})
+    >>> path = client.checkpoint()
+    >>> server.stop()
+    >>> restored = resound.Server(tables(), listen=False,
+    ...                           checkpointer=resound.checkpointers.DefaultCheckpointer(directory))
+    >>> restored.table('q').info.current_size
+    1
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from resound import _core
+
+if TYPE_CHECKING:
+    from resound.table import Table
+
+__all__ = [
+    "CheckpointerBase",
+    "DefaultCheckpointer",
+    "TempDirCheckpointer",
+    "default_checkpointer",
+    "inspect",
+]
+
+# The names a checkpointer writes (and the only ones it ever deletes).
+_NAME = re.compile(r"checkpoint-(\d{8}T\d{6}\.\d{9}Z)(?:-(\d+))?\.rsnd")
+
+
+def inspect(path: str) -> dict[str, Any]:
+    """What the checkpoint file ``path`` holds, after checking all of it:
+    ``tables`` (name, selectors, max_size, rate limiter, counters, num_items),
+    ``num_chunks``, ``chunk_bytes`` and ``file_bytes``. CheckpointError if the
+    file is damaged or not a checkpoint."""
+    return _core.inspect_checkpoint(os.fspath(path))
+
+
+class CheckpointerBase:
+    """What a Server needs of a checkpointer: ``save`` and ``load_latest``."""
+
+    def save(self, tables: Sequence[Table]) -> str:
+        """Writes a checkpoint of ``tables``; returns its path."""
+        raise NotImplementedError
+
+    def load_latest(self, tables: Sequence[Table]) -> str | None:
+        """Restores the newest checkpoint into ``tables``; returns its path,
+        or None if there is none."""
+        raise NotImplementedError
+
+
+class DefaultCheckpointer(CheckpointerBase):
+    """Checkpoints in the directory ``path`` (created when first needed).
+
+    Args:
+      path: the directory of the checkpoints.
+      group: Reverb's group; must be empty, as in Reverb's open-source build.
+      fallback_checkpoint_path: a checkpoint file restored when ``path``
+        holds none.
+      keep_latest: how many of its checkpoints to keep (>= 1); older ones
+        are deleted after each save.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        group: str = "",
+        fallback_checkpoint_path: str | None = None,
+        *,
+        keep_latest: int = 1,
+    ) -> None:
+        path = os.fspath(path) if isinstance(path, os.PathLike) else path
+        if not isinstance(path, str) or not path:
+            raise ValueError(f"path must be a nonempty directory path, got {path!r}")
+        if group:
+            raise ValueError(f"group must be empty ('' or None), got {group!r}")
+        if fallback_checkpoint_path is not None and not isinstance(
+            fallback_checkpoint_path, (str, os.PathLike)
+        ):
+            raise ValueError(
+                "fallback_checkpoint_path must be the path of a checkpoint file or None, "
+                f"got {fallback_checkpoint_path!r}"
+            )
+        if isinstance(keep_latest, bool) or not isinstance(keep_latest, int) or keep_latest < 1:
+            raise ValueError(f"keep_latest must be an int >= 1, got {keep_latest!r}")
+        self._path = os.path.abspath(path)
+        self._fallback = (
+            None if fallback_checkpoint_path is None else os.fspath(fallback_checkpoint_path)
+        )
+        self._keep_latest = keep_latest
+        self._lock = threading.Lock()
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    def checkpoints(self) -> list[str]:
+        """This checkpointer's complete checkpoints in ``path``, oldest first."""
+        try:
+            names = os.listdir(self._path)
+        except FileNotFoundError:
+            return []
+        ours = []
+        for name in names:
+            match = _NAME.fullmatch(name)
+            if match:
+                ours.append((match.group(1), int(match.group(2) or 0), name))
+        return [os.path.join(self._path, name) for _, _, name in sorted(ours)]
+
+    def save(self, tables: Sequence[Table]) -> str:
+        with self._lock:
+            os.makedirs(self._path, exist_ok=True)
+            now = time.time_ns()
+            stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now // 1_000_000_000))
+            base = f"checkpoint-{stamp}.{now % 1_000_000_000:09d}Z"
+            path = os.path.join(self._path, f"{base}.rsnd")
+            suffix = 0
+            while os.path.exists(path) or os.path.exists(path + ".tmp"):
+                suffix += 1  # two saves within a nanosecond, or a clock step back
+                path = os.path.join(self._path, f"{base}-{suffix}.rsnd")
+            _core.save_checkpoint([table._core for table in tables], path)
+            for old in self.checkpoints()[: -self._keep_latest]:
+                with contextlib.suppress(FileNotFoundError):  # removed by someone else
+                    os.remove(old)
+            return path
+
+    def load_latest(self, tables: Sequence[Table]) -> str | None:
+        existing = self.checkpoints()
+        if existing:
+            path = existing[-1]
+        elif self._fallback is not None:
+            path = self._fallback
+        else:
+            return None
+        _core.load_checkpoint(path, [table._core for table in tables])
+        return path
+
+    def __repr__(self) -> str:
+        return f"DefaultCheckpointer(path={self._path!r}, keep_latest={self._keep_latest})"
+
+
+class TempDirCheckpointer(DefaultCheckpointer):
+    """A DefaultCheckpointer in a new temporary directory."""
+
+    def __init__(self, *, keep_latest: int = 1) -> None:
+        super().__init__(tempfile.mkdtemp(prefix="resound-checkpoints-"), keep_latest=keep_latest)
+
+
+def default_checkpointer(group: str | None = None) -> CheckpointerBase:
+    """A TempDirCheckpointer (Reverb's default; ``group`` is ignored)."""
+    del group
+    return TempDirCheckpointer()

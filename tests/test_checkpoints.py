@@ -1,0 +1,352 @@
+"""Checkpoints (issue 5; deviations.md items 5 and 9): client.checkpoint()
+over both transports, DefaultCheckpointer restoring at server start, the
+same items, priorities, counters and sampling order afterwards, keeping only
+the newest checkpoints (and only its own files), refusing damaged files with
+a clear error, saving while writers and samplers run, and a process killed
+in the middle of a save."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import resound
+from resound import checkpointers, rate_limiters, selectors
+from resound.errors import CheckpointError
+
+from conftest import SAFETY
+
+SELECTORS: dict[str, Callable[[], Any]] = {
+    "uniform": selectors.Uniform,
+    "prioritized": lambda: selectors.Prioritized(0.8),
+    "fifo": selectors.Fifo,
+    "lifo": selectors.Lifo,
+    "min_heap": selectors.MinHeap,
+    "max_heap": selectors.MaxHeap,
+}
+LIMITERS: dict[str, Callable[[], Any]] = {
+    "min_size": lambda: rate_limiters.MinSize(1),
+    "sample_to_insert": lambda: rate_limiters.SampleToInsertRatio(2.0, 1, 100.0),
+    "queue": lambda: rate_limiters.Queue(60),
+    "stack": lambda: rate_limiters.Stack(60),
+}
+
+
+def make_tables(sampler: str = "fifo", limiter: str = "min_size") -> list[resound.Table]:
+    deterministic = sampler in ("fifo", "lifo", "min_heap", "max_heap")
+    return [
+        resound.Table(
+            "main",
+            SELECTORS[sampler](),
+            selectors.Fifo() if deterministic else selectors.MinHeap(),
+            60,
+            LIMITERS[limiter](),
+            max_times_sampled=3 if limiter in ("min_size", "sample_to_insert") else 0,
+        ),
+        resound.Table("other", selectors.MaxHeap(), selectors.Fifo(), 60, rate_limiters.MinSize(1)),
+    ]
+
+
+def fill(client: resound.Client, limiter: str, seed: int) -> None:
+    """Items with tied priorities, some sampled and updated."""
+    rng = random.Random(seed)
+    with client.trajectory_writer(num_keep_alive_refs=3) as writer:
+        for step in range(40):
+            writer.append({"obs": np.full(4, step, np.float32), "step": np.int64(step)})
+            if step >= 2:
+                trajectory = {
+                    "obs": writer.history["obs"][-3:],
+                    "step": writer.history["step"][-1],
+                }
+                writer.create_item("main", float(rng.randrange(3)), trajectory)
+                writer.create_item("other", float(rng.randrange(3)), trajectory)
+        writer.flush()
+    if limiter in ("min_size", "sample_to_insert"):
+        for sample in client.sample("main", 15, emit_timesteps=False):
+            if rng.random() < 0.5:
+                client.mutate_priorities("main", updates={sample.info.key: float(rng.randrange(3))})
+    if limiter in ("queue", "stack"):
+        list(client.sample("main", 10, emit_timesteps=False))
+
+
+def state(server: resound.Server) -> dict[str, Any]:
+    """What must survive: each table's items (key, priority, times sampled,
+    insertion time, trajectory) in insertion order, its counters (the rate
+    limiter's, with their completed inserts, samples and deletes) and its
+    statistics."""
+    out = {}
+    for name, table in server.tables.items():
+        info = table.info
+        items = [
+            (s.key, s.priority, s.times_sampled, s.inserted_at, s.trajectory)
+            for s in table._core.snapshot()
+        ]
+        out[name] = (
+            items,
+            info.rate_limiter_info,
+            info.current_size,
+            info.num_episodes,
+            info.num_deleted_episodes,
+            info.num_unique_samples,
+            info.num_chunks,
+        )
+    return out
+
+
+def sampled_keys(client: resound.Client, count: int) -> list[int]:
+    return [int(s.info.key) for s in client.sample("main", count, emit_timesteps=False)]
+
+
+@pytest.mark.parametrize("limiter", sorted(LIMITERS))
+@pytest.mark.parametrize("sampler", sorted(SELECTORS))
+def test_round_trip_keeps_items_counters_and_order(
+    tmp_path: Any, sampler: str, limiter: str
+) -> None:
+    checkpointer = checkpointers.DefaultCheckpointer(tmp_path)
+    original = resound.Server(
+        make_tables(sampler, limiter), listen=False, checkpointer=checkpointer
+    )
+    client = original.in_process_client()
+    fill(client, limiter, seed=hash((sampler, limiter)) % 1000)
+    path = client.checkpoint()
+    assert os.path.dirname(path) == str(tmp_path)
+    restored = resound.Server(
+        make_tables(sampler, limiter), listen=False, checkpointer=checkpointer
+    )
+    assert state(restored) == state(original)
+    if sampler in ("fifo", "lifo", "min_heap", "max_heap") and limiter in ("min_size", "queue"):
+        # The same order from here on, ties included.
+        count = min(10, restored.table("main").info.current_size)
+        assert sampled_keys(restored.in_process_client(), count) == sampled_keys(client, count)
+    original.stop()
+    restored.stop()
+
+
+def test_counters_and_data_survive_exactly(tmp_path: Any) -> None:
+    checkpointer = checkpointers.DefaultCheckpointer(tmp_path)
+    original = resound.Server(make_tables("fifo"), listen=False, checkpointer=checkpointer)
+    client = original.in_process_client()
+    fill(client, "min_size", seed=3)
+    client.checkpoint()
+    restored = resound.Server(make_tables("fifo"), listen=False, checkpointer=checkpointer)
+    for name in ("main", "other"):
+        a = original.table(name).info
+        b = restored.table(name).info
+        assert (a.current_size, a.num_unique_samples, a.num_deleted_episodes) == (
+            b.current_size,
+            b.num_unique_samples,
+            b.num_deleted_episodes,
+        )
+        assert a.rate_limiter_info == b.rate_limiter_info
+    original_samples = list(client.sample("other", 5, emit_timesteps=False))
+    restored_samples = list(restored.in_process_client().sample("other", 5, emit_timesteps=False))
+    for x, y in zip(original_samples, restored_samples, strict=True):
+        assert x.info.key == y.info.key and x.info.priority == y.info.priority
+        assert len(x.data) == len(y.data) == 2  # obs and step, flat (no signature)
+        for column_x, column_y in zip(x.data, y.data, strict=True):
+            np.testing.assert_array_equal(column_x, column_y)
+
+
+def test_checkpoint_over_grpc_returns_the_servers_path(
+    serve: Callable[..., tuple[resound.Server, resound.Client]], tmp_path: Any
+) -> None:
+    server, client = serve(*make_tables())
+    server._checkpointer = checkpointers.DefaultCheckpointer(tmp_path)
+    client.insert({"x": np.arange(3)}, priorities={"main": 1.0, "other": 2.0})
+    path = client.checkpoint()
+    assert os.path.dirname(path) == str(tmp_path) and os.path.isfile(path)
+    summary = checkpointers.inspect(path)
+    assert [t["name"] for t in summary["tables"]] == ["main", "other"]
+    assert [t["num_items"] for t in summary["tables"]] == [1, 1]
+    assert summary["num_chunks"] == 1  # shared by both tables, stored once
+
+
+def test_keeps_the_newest_and_never_deletes_other_files(tmp_path: Any) -> None:
+    foreign = [
+        "notes.txt",
+        "checkpoint-latest.rsnd",
+        "checkpoint-20990101T000000.000000000Z.rsnd.bak",
+    ]
+    for name in foreign:
+        (tmp_path / name).write_text("not ours")
+    checkpointer = checkpointers.DefaultCheckpointer(tmp_path, keep_latest=2)
+    server = resound.Server(make_tables(), listen=False, checkpointer=checkpointer)
+    client = server.in_process_client()
+    paths = []
+    for step in range(4):
+        client.insert({"x": np.int64(step)}, priorities={"main": 1.0})
+        paths.append(client.checkpoint())
+    assert len(set(paths)) == 4
+    assert checkpointer.checkpoints() == paths[-2:]
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        [*foreign, *(os.path.basename(p) for p in paths[-2:])]
+    )
+    restored = resound.Server(make_tables(), listen=False, checkpointer=checkpointer)
+    assert restored.table("main").info.current_size == 4  # the newest
+
+
+def test_fallback_is_loaded_only_without_own_checkpoints(tmp_path: Any) -> None:
+    first = checkpointers.DefaultCheckpointer(tmp_path / "first")
+    server = resound.Server(make_tables(), listen=False, checkpointer=first)
+    server.in_process_client().insert({"x": np.int64(1)}, priorities={"main": 1.0})
+    fallback = server.checkpoint()
+    second = checkpointers.DefaultCheckpointer(
+        tmp_path / "second", fallback_checkpoint_path=fallback
+    )
+    restored = resound.Server(make_tables(), listen=False, checkpointer=second)
+    assert restored.table("main").info.current_size == 1
+    # A fresh start with an empty directory and no fallback: empty tables.
+    empty = resound.Server(
+        make_tables(), listen=False, checkpointer=checkpointers.DefaultCheckpointer(tmp_path / "x")
+    )
+    assert empty.table("main").info.current_size == 0
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"path": ""}, "path must be a nonempty"),
+        ({"path": "d", "group": "g"}, "group must be empty"),
+        ({"path": "d", "keep_latest": 0}, "keep_latest must be an int >= 1"),
+        ({"path": "d", "keep_latest": True}, "keep_latest must be an int >= 1"),
+        ({"path": "d", "fallback_checkpoint_path": 3}, "fallback_checkpoint_path must be"),
+    ],
+)
+def test_checkpointer_arguments_are_checked(kwargs: dict[str, Any], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        checkpointers.DefaultCheckpointer(**kwargs)
+
+
+def test_a_checkpoint_of_other_tables_is_refused_clearly(tmp_path: Any) -> None:
+    checkpointer = checkpointers.DefaultCheckpointer(tmp_path)
+    server = resound.Server(make_tables("fifo"), listen=False, checkpointer=checkpointer)
+    server.in_process_client().insert({"x": np.int64(1)}, priorities={"main": 1.0})
+    server.checkpoint()
+    with pytest.raises(ValueError, match="table 'main' was saved with sampler fifo"):
+        resound.Server(make_tables("lifo"), listen=False, checkpointer=checkpointer)
+    with pytest.raises(ValueError, match="has table 'other', which the server does not have"):
+        resound.Server(make_tables("fifo")[:1], listen=False, checkpointer=checkpointer)
+
+
+def test_damaged_checkpoints_are_refused_with_the_file_named(tmp_path: Any) -> None:
+    source = checkpointers.DefaultCheckpointer(tmp_path / "good")
+    server = resound.Server(make_tables(), listen=False, checkpointer=source)
+    fill(server.in_process_client(), "min_size", seed=1)
+    with open(server.checkpoint(), "rb") as file:
+        good = file.read()
+    rng = random.Random(0)
+    damaged = tmp_path / "damaged.rsnd"
+    for trial in range(150):
+        data = bytearray(good)
+        if trial % 3 == 0:
+            del data[rng.randrange(len(data)) :]
+        else:
+            for _ in range(rng.randrange(1, 4)):
+                data[rng.randrange(len(data))] ^= rng.randrange(1, 256)
+        damaged.write_bytes(bytes(data))
+        checkpointer = checkpointers.DefaultCheckpointer(
+            tmp_path / "empty", fallback_checkpoint_path=damaged
+        )
+        tables = make_tables()
+        with pytest.raises(CheckpointError, match=f"checkpoint {damaged} cannot be loaded"):
+            resound.Server(tables, listen=False, checkpointer=checkpointer)
+        assert all(t.info.current_size == 0 for t in tables)  # nothing half restored
+    damaged.write_text("hello")
+    with pytest.raises(CheckpointError, match="not a resound checkpoint"):
+        checkpointers.inspect(damaged)
+    with pytest.raises(FileNotFoundError):
+        checkpointers.inspect(tmp_path / "missing.rsnd")
+
+
+def test_saving_does_not_stall_writers_and_is_consistent(tmp_path: Any) -> None:
+    # A table of ~200 MB: the save takes long enough for inserts to land
+    # while it runs (they only wait for the references to be taken).
+    table = resound.Table(
+        "big", selectors.Uniform(), selectors.Fifo(), 4_000, rate_limiters.MinSize(1)
+    )
+    server = resound.Server(
+        [table], listen=False, checkpointer=checkpointers.DefaultCheckpointer(tmp_path)
+    )
+    client = server.in_process_client()
+    payload = np.ones(12_500, np.float32)  # 50 KB
+    with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+        for step in range(4_000):
+            writer.append({"x": payload * step})
+            writer.create_item("big", 1.0, {"x": writer.history["x"][-1]})
+    saving = threading.Event()
+    saved = threading.Event()
+    inserted_during_save = []
+
+    def save() -> None:
+        saving.set()
+        result.append(client.checkpoint())
+        saved.set()
+
+    result: list[str] = []
+    saver = threading.Thread(target=save)
+    saver.start()
+    saving.wait(SAFETY)
+    other = server.in_process_client()
+    step = 0
+    while not saved.is_set() and step < 100_000:
+        other.insert({"x": payload}, priorities={"big": 1.0})
+        step += 1
+        if not saved.is_set():
+            inserted_during_save.append(step)
+    saver.join(SAFETY)
+    # Inserts only wait while the references are taken (microseconds), so
+    # many land during a save of this size; a save under the lock would
+    # allow none after its first instant.
+    assert result and len(inserted_during_save) >= 50, inserted_during_save[-1:]
+    summary = checkpointers.inspect(result[0])
+    # Every saved item's chunk is in the file (inspect checks each item's chunks).
+    assert summary["tables"][0]["num_items"] == summary["num_chunks"]
+
+
+KILLED_SAVER = """
+import sys, numpy as np, resound
+from resound import checkpointers, rate_limiters, selectors
+table = resound.Table("big", selectors.Fifo(), selectors.Fifo(), 4000, rate_limiters.MinSize(1))
+server = resound.Server([table], listen=False,
+                        checkpointer=checkpointers.DefaultCheckpointer(sys.argv[1]))
+client = server.in_process_client()
+with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+    for step in range(4000):
+        writer.append({"x": np.full(25_000, step, np.float32)})
+        writer.create_item("big", 1.0, {"x": writer.history["x"][-1]})
+print(client.checkpoint(), flush=True)
+client.insert({"x": np.zeros(3, np.float32)}, priorities={"big": 1.0})
+print("saving", flush=True)
+while True:
+    client.checkpoint()
+"""
+
+
+def test_a_process_killed_mid_save_leaves_the_previous_checkpoint(tmp_path: Any) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-c", KILLED_SAVER, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    assert process.stdout is not None
+    first = process.stdout.readline().strip()
+    assert process.stdout.readline().strip() == "saving"
+    # Kill it while a save of ~400 MB is being written.
+    while not any(name.endswith(".tmp") for name in os.listdir(tmp_path)):
+        if process.poll() is not None:
+            pytest.fail("the saver ended by itself")
+    process.send_signal(signal.SIGKILL)
+    process.wait(SAFETY)
+    process.stdout.close()
+    latest = checkpointers.DefaultCheckpointer(tmp_path).checkpoints()[-1]
+    assert latest >= first
+    table = resound.Table("big", selectors.Fifo(), selectors.Fifo(), 4000, rate_limiters.MinSize(1))
+    resound.Server([table], listen=False, checkpointer=checkpointers.DefaultCheckpointer(tmp_path))
+    assert table.info.current_size == 4000
