@@ -208,11 +208,12 @@ def server_command(*args: str) -> list[str]:
 
 
 class ServerProcess:
-    """A resound-server process (``--config config``) and the lines it logs."""
+    """A resound-server process (``--config config`` and ``args``) and the
+    lines it logs."""
 
-    def __init__(self, config: Path) -> None:
+    def __init__(self, config: Path, *args: str) -> None:
         self.process = subprocess.Popen(
-            server_command("--config", str(config)),
+            server_command("--config", str(config), *args),
             stderr=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             text=True,

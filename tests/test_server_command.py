@@ -114,3 +114,93 @@ def test_a_missing_config_file_is_reported(tmp_path):
         timeout=SAFETY,
     )  # fmt: skip
     assert result.returncode == 2 and "cannot read config" in result.stderr
+
+
+def serving_port(served: ServerProcess) -> int:
+    return int(served.wait_for(r"serving 2 table\(s\) on 127\.0\.0\.1:(\d+)").group(1))
+
+
+def test_checkpoints_on_stop_and_restores_at_start(config, tmp_path):
+    directory = tmp_path / "checkpoints"
+    served = ServerProcess(config, "--checkpoint-dir", str(directory), "--checkpoint-on-stop")
+    try:
+        served.wait_for("no checkpoint in .*: starting empty")
+        client = resound.Client(f"127.0.0.1:{serving_port(served)}")
+        for value in range(3):
+            obs = np.full(3, value, np.float32)
+            client.insert({"obs": obs}, priorities={"replay": 1.0 + value})
+    finally:
+        assert served.stop() == 0
+    written = served.wait_for(r"checkpoint \(on stop\) written: (\S+)").group(1)
+    assert Path(written).parent == directory
+    again = ServerProcess(config, "--checkpoint-dir", str(directory))
+    try:
+        again.wait_for(f"restoring {written}")
+        info = resound.Client(f"127.0.0.1:{serving_port(again)}").server_info()
+        assert info["replay"].current_size == 3
+        assert info["replay"].rate_limiter_info.insert_stats.completed == 3
+    finally:
+        assert again.stop() == 0
+
+
+def test_checkpoints_periodically_and_inspect_reports_them(config, tmp_path):
+    directory = tmp_path / "checkpoints"
+    served = ServerProcess(
+        config, "--checkpoint-dir", str(directory), "--checkpoint-every", "0.2",
+        "--keep-checkpoints", "1",
+    )  # fmt: skip
+    try:
+        client = resound.Client(f"127.0.0.1:{serving_port(served)}")
+        client.insert({"obs": np.zeros(3, np.float32)}, priorities={"replay": 1.0})
+        # Periodic checkpoints go on; one written after the insert holds it.
+        while True:
+            path = served.wait_for(r"checkpoint \(periodic\) written: (\S+)").group(1)
+            report = subprocess.run(
+                server_command("inspect", path), capture_output=True, text=True, timeout=SAFETY
+            )
+            if report.returncode == 2 and "No such file" in report.stderr:
+                continue  # already replaced by a newer one (keep 1)
+            assert report.returncode == 0, report.stderr
+            if "'replay': 1 items" in report.stdout:
+                break
+        assert "table 'queue': 0 items; sampler fifo, remover fifo" in report.stdout
+        assert "bytes of data; 2 table(s)" in report.stdout
+    finally:
+        assert served.stop() == 0
+    assert len(list(directory.iterdir())) == 1  # older ones were deleted
+
+
+def test_inspect_refuses_damaged_files_and_bad_checkpoint_options(config, tmp_path):
+    damaged = tmp_path / "damaged.rsnd"
+    damaged.write_bytes(b"RSNDCKPT" + bytes(20))
+    report = subprocess.run(
+        server_command("inspect", str(damaged)), capture_output=True, text=True, timeout=SAFETY
+    )
+    assert report.returncode == 2
+    assert f"checkpoint {damaged} cannot be loaded: its header checksum" in report.stderr
+    for args, message in [
+        (["--checkpoint-every", "5"], "need --checkpoint-dir"),
+        (["--checkpoint-dir", str(tmp_path), "--checkpoint-every", "0"], "must be a number"),
+        (["--checkpoint-dir", str(tmp_path), "--keep-checkpoints", "0"], "must be >= 1"),
+    ]:
+        result = subprocess.run(
+            server_command("--config", str(config), *args),
+            capture_output=True,
+            text=True,
+            timeout=SAFETY,
+        )
+        assert result.returncode == 2 and message in result.stderr, result.stderr
+
+
+def test_a_damaged_checkpoint_stops_the_server_before_it_serves(config, tmp_path):
+    directory = tmp_path / "checkpoints"
+    directory.mkdir()
+    (directory / "checkpoint-20260101T000000.000000000Z.rsnd").write_bytes(b"garbage")
+    result = subprocess.run(
+        server_command("--config", str(config), "--checkpoint-dir", str(directory)),
+        capture_output=True,
+        text=True,
+        timeout=SAFETY,
+    )
+    assert result.returncode == 2
+    assert "not a resound checkpoint" in result.stderr and "serving" not in result.stderr

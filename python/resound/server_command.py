@@ -3,10 +3,17 @@
 Usage::
 
     resound-server --config server.toml [--host H] [--port P]
+                   [--checkpoint-dir DIR [--checkpoint-every SECONDS]
+                    [--checkpoint-on-stop] [--keep-checkpoints N]]
+    resound-server inspect CHECKPOINT_FILE
 
-It checks the whole config before it starts anything, logs its tables and
+It checks the whole config before it starts anything, restores the newest
+checkpoint in ``--checkpoint-dir`` if there is one, logs its tables and
 address, serves until SIGINT or SIGTERM, then stops cleanly (blocked clients
-get an error, not a hang). See ``EXAMPLE_CONFIG`` (also in ``--help``).
+get an error, not a hang). With ``--checkpoint-every`` it writes checkpoints
+periodically, with ``--checkpoint-on-stop`` a last one before stopping.
+``inspect`` prints what a checkpoint file holds. See ``EXAMPLE_CONFIG``
+(also in ``--help``).
 """
 
 from __future__ import annotations
@@ -20,7 +27,14 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["ConfigError", "EXAMPLE_CONFIG", "load_config", "main", "tables_from_config"]
+__all__ = [
+    "ConfigError",
+    "EXAMPLE_CONFIG",
+    "inspect_main",
+    "load_config",
+    "main",
+    "tables_from_config",
+]
 
 _log = logging.getLogger("resound.server")
 
@@ -270,7 +284,8 @@ def _choice(value: Any, allowed: Sequence[str], where: str) -> None:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="resound-server",
-        description="Serve resound replay tables over gRPC until SIGINT or SIGTERM.",
+        description="Serve resound replay tables over gRPC until SIGINT or SIGTERM. "
+        "'resound-server inspect CHECKPOINT_FILE' prints what a checkpoint holds.",
         epilog="Example config (TOML):\n\n" + EXAMPLE_CONFIG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -284,15 +299,93 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--port", type=int, help="port to serve on (default: the config's, else a free one)"
     )
+    parser.add_argument(
+        "--checkpoint-dir",
+        metavar="DIR",
+        help="restore the newest checkpoint in DIR at start, and write checkpoints there "
+        "(client.checkpoint(), --checkpoint-every, --checkpoint-on-stop)",
+    )
+    parser.add_argument(
+        "--checkpoint-every",
+        type=float,
+        metavar="SECONDS",
+        help="write a checkpoint every SECONDS (> 0; needs --checkpoint-dir)",
+    )
+    parser.add_argument(
+        "--checkpoint-on-stop",
+        action="store_true",
+        help="write a last checkpoint on SIGINT/SIGTERM before stopping (needs --checkpoint-dir)",
+    )
+    parser.add_argument(
+        "--keep-checkpoints",
+        type=int,
+        default=2,
+        metavar="N",
+        help="keep the newest N checkpoints in DIR, deleting older ones it wrote (default 2); "
+        "files it did not write are never touched",
+    )
     return parser
+
+
+def _inspect_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="resound-server inspect",
+        description="Check a checkpoint file and print what it holds.",
+    )
+    parser.add_argument("path", metavar="CHECKPOINT_FILE", help="a .rsnd file")
+    return parser
+
+
+def inspect_main(argv: Sequence[str]) -> int:
+    """``resound-server inspect PATH``: 0 and a report, or 2 and why not."""
+    args = _inspect_parser().parse_args(argv)
+    from resound import checkpointers
+
+    try:
+        summary = checkpointers.inspect(args.path)
+    except (ValueError, OSError) as error:
+        print(f"resound-server inspect: {error}", file=sys.stderr)
+        return 2
+    print(f"checkpoint {args.path}")
+    print(
+        f"  {summary['file_bytes']:,} bytes; {summary['num_chunks']:,} chunks holding "
+        f"{summary['chunk_bytes']:,} bytes of data; {len(summary['tables'])} table(s)"
+    )
+    for table in summary["tables"]:
+        sampler, remover = table["sampler"], table["remover"]
+        print(
+            f"  table {table['name']!r}: {table['num_items']:,} items; sampler "
+            f"{sampler['kind']}, remover {remover['kind']}, max_size {table['max_size']:,}, "
+            f"max_times_sampled {table['max_times_sampled']}"
+        )
+        print(
+            f"    {table['rate_limiter']}; inserts {table['insert_count']:,}, samples "
+            f"{table['sample_count']:,}, deletes {table['delete_count']:,}"
+        )
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the command; returns its exit status (0 after a clean stop, 2 for
     a bad config or arguments)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["inspect"]:
+        return inspect_main(argv[1:])
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s resound-server %(message)s")
     try:
+        if args.checkpoint_dir is None and (
+            args.checkpoint_every is not None or args.checkpoint_on_stop
+        ):
+            raise ConfigError("--checkpoint-every and --checkpoint-on-stop need --checkpoint-dir")
+        if args.checkpoint_every is not None and not (
+            math.isfinite(args.checkpoint_every) and args.checkpoint_every > 0
+        ):
+            raise ConfigError(
+                f"--checkpoint-every must be a number of seconds > 0, got {args.checkpoint_every}"
+            )
+        if args.keep_checkpoints < 1:
+            raise ConfigError(f"--keep-checkpoints must be >= 1, got {args.keep_checkpoints}")
         config = load_config(args.config)
         server_config = config.get("server", {})
         if not isinstance(server_config, dict):
@@ -314,13 +407,45 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
     import resound
+    from resound import checkpointers
 
+    checkpointer = None
+    if args.checkpoint_dir is not None:
+        checkpointer = checkpointers.DefaultCheckpointer(
+            args.checkpoint_dir, keep_latest=args.keep_checkpoints
+        )
+        existing = checkpointer.checkpoints()
+        _log.info(
+            "restoring %s" if existing else "no checkpoint in %s: starting empty",
+            existing[-1] if existing else checkpointer.path,
+        )
     try:
-        server = resound.Server(tables, port=port, host=host)
-    except ValueError as error:
+        # Restores before it serves: a bad checkpoint stops it here, unserved.
+        server = resound.Server(tables, port=port, host=host, checkpointer=checkpointer)
+    except (ValueError, RuntimeError, OSError) as error:
         print(f"resound-server: {error}", file=sys.stderr)
         return 2
     stop = threading.Event()
+
+    def checkpoint(why: str) -> None:
+        try:
+            path = server.checkpoint()
+        except (ValueError, RuntimeError, OSError) as error:  # logged; serving goes on
+            _log.error("checkpoint (%s) failed: %s", why, error)
+            return
+        _log.info("checkpoint (%s) written: %s", why, path)
+
+    def checkpoint_periodically(every: float) -> None:
+        while not stop.wait(every):
+            checkpoint("periodic")
+
+    if args.checkpoint_every is not None:
+        threading.Thread(
+            target=checkpoint_periodically,
+            args=(args.checkpoint_every,),
+            name="resound-checkpoints",
+            daemon=True,
+        ).start()
 
     def request_stop(signum: int, frame: Any) -> None:
         del frame
@@ -334,6 +459,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     _log.info("serving %d table(s) on %s:%d", len(tables), host, server.port)
     while not stop.wait(0.5):
         pass
+    if args.checkpoint_on_stop:
+        checkpoint("on stop")
     server.stop()
     _log.info("stopped")
     return 0
