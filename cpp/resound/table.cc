@@ -363,10 +363,13 @@ std::vector<ItemSnapshot> Table::Snapshot() const {
 TableState Table::Checkpoint() const {
   TableState state;
   std::vector<uint64_t> sequences;
+  // Allocated before the lock (fresh memory page-faults: ~10 ms for a
+  // million items), with room for what arrives meanwhile.
+  const size_t expected = static_cast<size_t>(size()) + 1024;
+  state.entries.reserve(expected);
+  sequences.reserve(expected);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    state.entries.reserve(entries_.size());
-    sequences.reserve(entries_.size());
     for (size_t slot = 0; slot < entries_.size(); ++slot) {
       const Entry& entry = entries_[slot];
       state.entries.push_back({entry.item, entry.priority, entry.times_sampled, entry.inserted_at_ns,
