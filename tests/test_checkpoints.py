@@ -245,7 +245,7 @@ def test_damaged_checkpoints_are_refused_with_the_file_named(tmp_path: Any) -> N
         good = file.read()
     rng = random.Random(0)
     damaged = tmp_path / "damaged.rsnd"
-    for trial in range(150):
+    for trial in range(300):
         data = bytearray(good)
         if trial % 3 == 0:
             del data[rng.randrange(len(data)) :]
@@ -267,49 +267,69 @@ def test_damaged_checkpoints_are_refused_with_the_file_named(tmp_path: Any) -> N
         checkpointers.inspect(tmp_path / "missing.rsnd")
 
 
-def test_saving_does_not_stall_writers_and_is_consistent(tmp_path: Any) -> None:
-    # A table of ~200 MB: the save takes long enough for inserts to land
-    # while it runs (they only wait for the references to be taken).
+def test_saving_while_writers_and_samplers_run_is_consistent_and_stalls_nobody(
+    tmp_path: Any,
+) -> None:
+    # A table of ~200 MB: the save takes long enough for inserts and samples
+    # to land while it runs (they only wait while references are taken).
     table = resound.Table(
         "big", selectors.Uniform(), selectors.Fifo(), 4_000, rate_limiters.MinSize(1)
     )
     server = resound.Server(
         [table], listen=False, checkpointer=checkpointers.DefaultCheckpointer(tmp_path)
     )
-    client = server.in_process_client()
     payload = np.ones(12_500, np.float32)  # 50 KB
-    with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+    with server.in_process_client().trajectory_writer(num_keep_alive_refs=1) as writer:
         for step in range(4_000):
             writer.append({"x": payload * step})
             writer.create_item("big", 1.0, {"x": writer.history["x"][-1]})
-    saving = threading.Event()
-    saved = threading.Event()
-    inserted_during_save = []
+    started, finished = threading.Event(), threading.Event()
+    during: dict[str, int] = {}
 
-    def save() -> None:
-        saving.set()
-        result.append(client.checkpoint())
-        saved.set()
+    def write(name: str) -> None:
+        with server.in_process_client().trajectory_writer(num_keep_alive_refs=1) as writer:
+            started.wait(SAFETY)
+            count = 0
+            while not finished.is_set() and count < 1_000_000:
+                writer.append({"x": payload})
+                writer.create_item("big", 1.0, {"x": writer.history["x"][-1]})
+                count += 1
+            during[name] = count
 
-    result: list[str] = []
-    saver = threading.Thread(target=save)
-    saver.start()
-    saving.wait(SAFETY)
-    other = server.in_process_client()
-    step = 0
-    while not saved.is_set() and step < 100_000:
-        other.insert({"x": payload}, priorities={"big": 1.0})
-        step += 1
-        if not saved.is_set():
-            inserted_during_save.append(step)
-    saver.join(SAFETY)
-    # Inserts only wait while the references are taken (microseconds), so
-    # many land during a save of this size; a save under the lock would
-    # allow none after its first instant.
-    assert result and len(inserted_during_save) >= 50, inserted_during_save[-1:]
-    summary = checkpointers.inspect(result[0])
-    # Every saved item's chunk is in the file (inspect checks each item's chunks).
-    assert summary["tables"][0]["num_items"] == summary["num_chunks"]
+    def sample(name: str) -> None:
+        client = server.in_process_client()
+        started.wait(SAFETY)
+        count = 0
+        while not finished.is_set() and count < 1_000_000:
+            count += len(client.sample_batch("big", 4).info.key)
+        during[name] = count
+
+    workers = [threading.Thread(target=write, args=(f"writer{i}",)) for i in range(2)]
+    workers += [threading.Thread(target=sample, args=(f"sampler{i}",)) for i in range(2)]
+    for worker in workers:
+        worker.start()
+    started.set()
+    path = server.checkpoint()
+    finished.set()
+    for worker in workers:
+        worker.join(SAFETY)
+    # Everyone got work done while the save ran (a save under the table lock
+    # would have let none of them past its first instant).
+    assert all(during[name] >= 10 for name in during) and len(during) == 4, during
+    # Consistent: every saved item's chunk is in the file, and it loads.
+    summary = checkpointers.inspect(path)
+    assert summary["tables"][0]["num_items"] == summary["num_chunks"] == 4_000
+    restored = resound.Table(
+        "big", selectors.Uniform(), selectors.Fifo(), 4_000, rate_limiters.MinSize(1)
+    )
+    resound.Server(
+        [restored],
+        listen=False,
+        checkpointer=checkpointers.DefaultCheckpointer(
+            tmp_path / "none", fallback_checkpoint_path=path
+        ),
+    )
+    assert restored.info.current_size == 4_000
 
 
 KILLED_SAVER = """
