@@ -370,3 +370,21 @@ def test_a_process_killed_mid_save_leaves_the_previous_checkpoint(tmp_path: Any)
     table = resound.Table("big", selectors.Fifo(), selectors.Fifo(), 4000, rate_limiters.MinSize(1))
     resound.Server([table], listen=False, checkpointer=checkpointers.DefaultCheckpointer(tmp_path))
     assert table.info.current_size == 4000
+
+
+def test_a_clock_stepping_back_does_not_make_the_newest_checkpoint_look_older(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checkpointer = checkpointers.DefaultCheckpointer(tmp_path, keep_latest=1)
+    server = resound.Server(make_tables(), listen=False, checkpointer=checkpointer)
+    client = server.in_process_client()
+    client.insert({"x": np.int64(1)}, priorities={"main": 1.0})
+    first = client.checkpoint()
+    # The clock jumps an hour back: the next save must still sort last.
+    earlier = checkpointers.time.time_ns() - 3_600 * 10**9
+    monkeypatch.setattr(checkpointers.time, "time_ns", lambda: earlier)
+    client.insert({"x": np.int64(2)}, priorities={"main": 1.0})
+    second = client.checkpoint()
+    assert checkpointer.checkpoints() == [second] and second != first  # first was pruned
+    restored = resound.Server(make_tables(), listen=False, checkpointer=checkpointer)
+    assert restored.table("main").info.current_size == 2

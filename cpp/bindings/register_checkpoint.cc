@@ -64,10 +64,11 @@ void RegisterCheckpoint(py::module_& m) {
   m.def(
       "save_checkpoint",
       [](const std::vector<std::shared_ptr<Table>>& tables, const std::string& path) {
+        const std::vector<Table*> raw = Raw(tables);
         CheckpointSummary summary;
         {
           py::gil_scoped_release release;
-          summary = Checkpoint::Save(Raw(tables), path);
+          summary = Checkpoint::Save(raw, path);
         }
         return SummaryDict(summary);
       },
@@ -79,10 +80,11 @@ dict (tables, num_chunks, chunk_bytes, file_bytes).)doc");
   m.def(
       "load_checkpoint",
       [](const std::string& path, const std::vector<std::shared_ptr<Table>>& tables) {
+        const std::vector<Table*> raw = Raw(tables);
         CheckpointSummary summary;
         {
           py::gil_scoped_release release;
-          summary = Checkpoint::Load(path, Raw(tables));
+          summary = Checkpoint::Load(path, raw);
         }
         return SummaryDict(summary);
       },

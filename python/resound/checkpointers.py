@@ -143,12 +143,22 @@ class DefaultCheckpointer(CheckpointerBase):
             os.makedirs(self._path, exist_ok=True)
             now = time.time_ns()
             stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now // 1_000_000_000))
-            base = f"checkpoint-{stamp}.{now % 1_000_000_000:09d}Z"
-            path = os.path.join(self._path, f"{base}.rsnd")
+            stamp = f"{stamp}.{now % 1_000_000_000:09d}Z"
             suffix = 0
-            while os.path.exists(path) or os.path.exists(path + ".tmp"):
-                suffix += 1  # two saves within a nanosecond, or a clock step back
-                path = os.path.join(self._path, f"{base}-{suffix}.rsnd")
+            existing = self.checkpoints()
+            if existing:
+                # Names order the checkpoints: after a clock step back, count
+                # on from the newest instead of writing an "older" one.
+                newest = _NAME.fullmatch(os.path.basename(existing[-1]))
+                assert newest is not None
+                if stamp <= newest.group(1):
+                    stamp, suffix = newest.group(1), int(newest.group(2) or 0) + 1
+            while True:
+                name = f"checkpoint-{stamp}" + (f"-{suffix}" if suffix else "") + ".rsnd"
+                path = os.path.join(self._path, name)
+                if not os.path.exists(path) and not os.path.exists(path + ".tmp"):
+                    break
+                suffix += 1  # a save within the same nanosecond, or a leftover
             _core.save_checkpoint([table._core for table in tables], path)
             for old in self.checkpoints()[: -self._keep_latest]:
                 with contextlib.suppress(FileNotFoundError):  # removed by someone else
