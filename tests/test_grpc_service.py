@@ -20,7 +20,7 @@ import resound
 from resound import _proto
 from resound._transport.remote import CHANNEL_OPTIONS
 
-from conftest import SAFETY, Background
+from conftest import SAFETY, Background, wait_until
 
 P = _proto
 _random = np.random.default_rng()
@@ -322,6 +322,10 @@ def test_stopping_the_server_wakes_blocked_clients(service):
         writer.append({"x": np.float32(i)})
         writer.create_item("q", 1.0, {"x": writer.history["x"][-1]})
     blocked_flush = Background(writer.flush)
+    # The stream must be up (two items in), or the stop could turn its start
+    # into a lost connection, which writers retry for a while (as they should
+    # while a server restarts) instead of failing at once.
+    wait_until(lambda: server.table("q").info.current_size == 2, "the first items to go in")
     server.stop()
     blocked_sample.join(SAFETY)
     blocked_flush.join(SAFETY)
