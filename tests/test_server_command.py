@@ -4,6 +4,7 @@ bad config with a message naming the key, before starting anything."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -11,9 +12,10 @@ import numpy as np
 import pytest
 
 import resound
+from resound import checkpointers
 from resound.server_command import EXAMPLE_CONFIG
 
-from conftest import SAFETY, ServerProcess, server_command
+from conftest import SAFETY, ServerProcess, server_command, wait_until
 
 GOOD_CONFIG = """
 [server]
@@ -149,25 +151,34 @@ def test_checkpoints_periodically_and_inspect_reports_them(config, tmp_path):
         config, "--checkpoint-dir", str(directory), "--checkpoint-every", "0.2",
         "--keep-checkpoints", "1",
     )  # fmt: skip
+    copy = tmp_path / "copy.rsnd"
+
+    def a_checkpoint_holds_the_item() -> bool:
+        # The server replaces its one checkpoint every 0.2 s: copy it first.
+        for path in reversed(checkpointers.DefaultCheckpointer(directory).checkpoints()):
+            try:
+                shutil.copyfile(path, copy)
+            except FileNotFoundError:
+                continue  # replaced meanwhile
+            return checkpointers.inspect(copy)["tables"][0]["num_items"] == 1
+        return False
+
     try:
         client = resound.Client(f"127.0.0.1:{serving_port(served)}")
         client.insert({"obs": np.zeros(3, np.float32)}, priorities={"replay": 1.0})
-        # Periodic checkpoints go on; one written after the insert holds it.
-        while True:
-            path = served.wait_for(r"checkpoint \(periodic\) written: (\S+)").group(1)
-            report = subprocess.run(
-                server_command("inspect", path), capture_output=True, text=True, timeout=SAFETY
-            )
-            if report.returncode == 2 and "No such file" in report.stderr:
-                continue  # already replaced by a newer one (keep 1)
-            assert report.returncode == 0, report.stderr
-            if "'replay': 1 items" in report.stdout:
-                break
-        assert "table 'queue': 0 items; sampler fifo, remover fifo" in report.stdout
-        assert "bytes of data; 2 table(s)" in report.stdout
+        served.wait_for(r"checkpoint \(periodic\) written: (\S+)")
+        wait_until(a_checkpoint_holds_the_item, "a periodic checkpoint holding the item")
     finally:
         assert served.stop() == 0
     assert len(list(directory.iterdir())) == 1  # older ones were deleted
+    report = subprocess.run(
+        server_command("inspect", str(copy)), capture_output=True, text=True, timeout=SAFETY
+    )
+    assert report.returncode == 0, report.stderr
+    assert f"checkpoint {copy}" in report.stdout
+    assert "table 'replay': 1 items; sampler prioritized, remover fifo" in report.stdout
+    assert "table 'queue': 0 items; sampler fifo, remover fifo" in report.stdout
+    assert "bytes of data; 2 table(s)" in report.stdout
 
 
 def test_inspect_refuses_damaged_files_and_bad_checkpoint_options(config, tmp_path):
