@@ -36,20 +36,26 @@ def tables(items: int) -> list[resound.Table]:
     return [resound.Table("t", selectors.Uniform(), selectors.Fifo(), items, limiter)]
 
 
-def longest_sample_call(client: resound.Client, until: threading.Event) -> float:
-    longest = 0.0
+def longest_sample_call(client: resound.Client, until: threading.Event) -> tuple[float, float]:
+    """(the longest client.sample(t, 1) call until `until` is set, when it began)."""
+    longest, at = 0.0, 0.0
     while not until.is_set():
         start = time.perf_counter()
         for _ in client.sample("t", 1, emit_timesteps=False):
             pass
-        longest = max(longest, time.perf_counter() - start)
-    return longest
+        took = time.perf_counter() - start
+        if took > longest:
+            longest, at = took, start
+    return longest, at
 
 
-def sampler_during(client: resound.Client, work: Callable[[], object]) -> tuple[float, float]:
-    """(seconds `work` took, the longest sample call meanwhile)."""
+def sampler_during(
+    client: resound.Client, work: Callable[[], object]
+) -> tuple[float, float, float]:
+    """(seconds `work` took, the longest sample call meanwhile, and how many
+    seconds into `work` it began)."""
     done = threading.Event()
-    result: list[float] = []
+    result: list[tuple[float, float]] = []
     sampler = threading.Thread(target=lambda: result.append(longest_sample_call(client, done)))
     sampler.start()
     start = time.perf_counter()
@@ -57,7 +63,8 @@ def sampler_during(client: resound.Client, work: Callable[[], object]) -> tuple[
     elapsed = time.perf_counter() - start
     done.set()
     sampler.join()
-    return elapsed, result[0]
+    longest, at = result[0]
+    return elapsed, longest, at - start
 
 
 def raw_file_speeds(directory: str, nbytes: int) -> tuple[float, float]:
@@ -96,9 +103,11 @@ def main() -> None:
         payload = args.items * ITEM_BYTES
         print(f"table of {args.items:,} items, {payload / 1e9:.2f} GB of payload")
 
-        quiet_seconds, quiet_stall = sampler_during(client, lambda: time.sleep(2.0))
+        quiet_seconds, quiet_stall, _ = sampler_during(client, lambda: time.sleep(2.0))
         paths: list[str] = []
-        save_seconds, save_stall = sampler_during(client, lambda: paths.append(client.checkpoint()))
+        save_seconds, save_stall, stall_at = sampler_during(
+            client, lambda: paths.append(client.checkpoint())
+        )
         file_bytes = os.path.getsize(paths[0])
         start = time.perf_counter()
         restored = resound.Server(tables(args.items), listen=False, checkpointer=checkpointer)
@@ -117,7 +126,8 @@ def main() -> None:
                  "(plain file write + fsync)", f"{save / raw_write:.2f}x"],
                 ["load", f"{load:,.0f} MB/s ({load_seconds:.2f} s)", f"{raw_read:,.0f} MB/s "
                  "(plain file read)", f"{load / raw_read:.2f}x"],
-                ["longest sample call during the save", f"{save_stall * 1e3:.1f} ms",
+                ["longest sample call during the save", f"{save_stall * 1e3:.1f} ms "
+                 f"({stall_at:.2f} s into it)",
                  f"{quiet_stall * 1e3:.1f} ms (over {quiet_seconds:.0f} s without a save)", "-"],
             ],
         )  # fmt: skip

@@ -370,7 +370,16 @@ TableState Table::Checkpoint() const {
   sequences.reserve(expected);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (size_t slot = 0; slot < entries_.size(); ++slot) {
+    // Each reference taken increments a count in the item's own block, a
+    // cache miss per item (~150 ns: 40 ms of lock for 268k items). Fetching
+    // the blocks a few items ahead overlaps the misses.
+    constexpr size_t kAhead = 16;
+    const size_t count = entries_.size();
+    for (size_t slot = 0; slot < count; ++slot) {
+      if (slot + kAhead < count) {
+        // The reference count sits just before the item in its block.
+        __builtin_prefetch(reinterpret_cast<const char*>(entries_[slot + kAhead].item.get()) - 16, 1);
+      }
       const Entry& entry = entries_[slot];
       state.entries.push_back({entry.item, entry.priority, entry.times_sampled, entry.inserted_at_ns,
                                sampler_->TieOrder(slot), remover_->TieOrder(slot)});
