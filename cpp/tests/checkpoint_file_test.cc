@@ -6,13 +6,12 @@
 
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <system_error>
 #include <vector>
 
 #include "check.h"
+#include "test_files.h"
 #include "resound/checkpoint_file_reader.h"
 #include "resound/checkpoint_file_writer.h"
 #include "resound/crc32c.h"
@@ -21,21 +20,14 @@
 namespace resound {
 namespace {
 
+using test_files::Contents;
+using test_files::Store;
+
 std::span<const std::byte> Bytes(const std::string& text) {
   return {reinterpret_cast<const std::byte*>(text.data()), text.size()};
 }
 
 bool Exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
-
-std::vector<char> Contents(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void Store(const std::string& path, const std::vector<char>& data) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(data.data(), static_cast<std::streamsize>(data.size()));
-}
 
 struct Record {
   uint32_t type;
@@ -187,13 +179,12 @@ void DamagedFilesAreRefused(const std::string& directory) {
 }  // namespace resound
 
 int main() {
-  char directory[] = "/tmp/resound-checkpoint-test-XXXXXX";
-  if (::mkdtemp(directory) == nullptr) return 1;
+  const resound::test_files::TempDirectory temporary;
+  const std::string& directory = temporary.path();
   resound::Crc32cMatchesCheckValues();
   resound::RoundTrip(directory);
   resound::UncommittedWritersLeaveNothing(directory);
   resound::CommitNeverReplacesAFile(directory);
   resound::DamagedFilesAreRefused(directory);
-  ::rmdir(directory);
   return 0;
 }

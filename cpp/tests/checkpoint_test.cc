@@ -5,10 +5,8 @@
 // refused with nothing changed.
 #include <unistd.h>
 
-#include <cstdio>
-#include <fstream>
 #include <algorithm>
-#include <iterator>
+#include <cstdio>
 #include <memory>
 #include <random>
 #include <set>
@@ -16,6 +14,7 @@
 #include <vector>
 
 #include "check.h"
+#include "test_files.h"
 #include "resound/checkpoint.h"
 #include "resound/chunk_store.h"
 #include "resound/errors.h"
@@ -23,6 +22,9 @@
 
 namespace resound {
 namespace {
+
+using test_files::Contents;
+using test_files::Store;
 
 std::shared_ptr<const Chunk> AddChunk(ChunkStore& store, uint64_t key) {
   ChunkMetadata metadata;
@@ -190,16 +192,6 @@ void RefusesMismatchesAndChangesNothing(const std::string& directory) {
   std::remove(path.c_str());
 }
 
-std::vector<char> Contents(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void Store(const std::string& path, const std::vector<char>& data) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(data.data(), static_cast<std::streamsize>(data.size()));
-}
-
 void DamageIsRefusedWithNothingChanged(const std::string& directory) {
   Fixture original;
   Drive(original, 4, 20, 1);
@@ -230,11 +222,10 @@ void DamageIsRefusedWithNothingChanged(const std::string& directory) {
 }  // namespace resound
 
 int main() {
-  char directory[] = "/tmp/resound-checkpoint-test-XXXXXX";
-  if (::mkdtemp(directory) == nullptr) return 1;
+  const resound::test_files::TempDirectory temporary;
+  const std::string& directory = temporary.path();
   resound::RoundTripIntoAnotherProcessLikeStore(directory);
   resound::RefusesMismatchesAndChangesNothing(directory);
   resound::DamageIsRefusedWithNothingChanged(directory);
-  ::rmdir(directory);
   return 0;
 }
