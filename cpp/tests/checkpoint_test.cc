@@ -5,7 +5,6 @@
 // refused with nothing changed.
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <random>
@@ -14,6 +13,7 @@
 #include <vector>
 
 #include "check.h"
+#include "same_table_state.h"
 #include "test_files.h"
 #include "resound/checkpoint.h"
 #include "resound/chunk_store.h"
@@ -98,35 +98,6 @@ std::vector<uint64_t> Drive(Fixture& f, uint64_t seed, int steps, uint64_t first
   return trace;
 }
 
-void CheckSame(const Table& a, const Table& b, bool same_times) {
-  const TableInfo x = a.Info();
-  const TableInfo y = b.Info();
-  RESOUND_CHECK(x.current_size == y.current_size && x.num_chunks == y.num_chunks);
-  RESOUND_CHECK(x.num_episodes == y.num_episodes && x.num_unique_samples == y.num_unique_samples);
-  RESOUND_CHECK(x.num_deleted_episodes == y.num_deleted_episodes);
-  RESOUND_CHECK(x.rate_limiter.counters.inserts == y.rate_limiter.counters.inserts);
-  RESOUND_CHECK(x.rate_limiter.counters.samples == y.rate_limiter.counters.samples);
-  RESOUND_CHECK(x.rate_limiter.counters.deletes == y.rate_limiter.counters.deletes);
-  const auto p = a.Snapshot();
-  const auto q = b.Snapshot();
-  RESOUND_CHECK(p.size() == q.size());
-  for (size_t i = 0; i < p.size(); ++i) {
-    RESOUND_CHECK(p[i].item->key() == q[i].item->key());
-    RESOUND_CHECK(p[i].priority == q[i].priority && p[i].times_sampled == q[i].times_sampled);
-    if (same_times) RESOUND_CHECK(p[i].inserted_at_ns == q[i].inserted_at_ns);
-    const auto s = p[i].item->trajectory();
-    const auto t = q[i].item->trajectory();
-    RESOUND_CHECK(s.size() == t.size());
-    for (size_t c = 0; c < s.size(); ++c) {
-      RESOUND_CHECK(s[c].squeeze == t[c].squeeze);
-      RESOUND_CHECK(std::equal(s[c].slices.begin(), s[c].slices.end(), t[c].slices.begin(), t[c].slices.end()));
-    }
-    for (size_t k = 0; k < p[i].item->chunks().size(); ++k) {
-      RESOUND_CHECK(p[i].item->chunks()[k]->SameContentAs(*q[i].item->chunks()[k]));
-    }
-  }
-}
-
 void RoundTripIntoAnotherProcessLikeStore(const std::string& directory) {
   Fixture original;
   Drive(original, 1, 80, 1000);
@@ -155,13 +126,13 @@ void RoundTripIntoAnotherProcessLikeStore(const std::string& directory) {
   Fixture restored;
   const CheckpointSummary loaded = Checkpoint::Load(path, restored.raw());
   RESOUND_CHECK(loaded.num_chunks == saved.num_chunks);
-  for (size_t t = 0; t < 3; ++t) CheckSame(*original.tables[t], *restored.tables[t], true);
+  for (size_t t = 0; t < 3; ++t) test_tables::CheckSameState(*original.tables[t], *restored.tables[t], true);
   RESOUND_CHECK(restored.store->num_chunks() == used.size());
   // The same future: Fifo and heap tables sample the same keys.
   const auto a = Drive(original, 2, 60, 5000);
   const auto b = Drive(restored, 2, 60, 5000);
   RESOUND_CHECK(a == b);
-  for (size_t t = 0; t < 2; ++t) CheckSame(*original.tables[t], *restored.tables[t], false);
+  for (size_t t = 0; t < 2; ++t) test_tables::CheckSameState(*original.tables[t], *restored.tables[t], false);
   std::remove(path.c_str());
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "check.h"
+#include "same_table_state.h"
 #include "resound/chunk_store.h"
 #include "resound/errors.h"
 #include "resound/table.h"
@@ -69,24 +70,9 @@ std::vector<uint64_t> Drive(Table& table, ChunkStore& store, std::vector<std::sh
 }
 
 void CheckSameState(const Table& a, const Table& b, bool same_insertion_times) {
-  const TableInfo x = a.Info();
-  const TableInfo y = b.Info();
-  RESOUND_CHECK(x.current_size == y.current_size);
-  RESOUND_CHECK(x.num_unique_samples == y.num_unique_samples);
-  RESOUND_CHECK(x.num_deleted_episodes == y.num_deleted_episodes);
-  RESOUND_CHECK(x.num_chunks == y.num_chunks);
-  RESOUND_CHECK(x.rate_limiter.counters.inserts == y.rate_limiter.counters.inserts);
-  RESOUND_CHECK(x.rate_limiter.counters.samples == y.rate_limiter.counters.samples);
-  RESOUND_CHECK(x.rate_limiter.counters.deletes == y.rate_limiter.counters.deletes);
-  const auto items_a = a.Snapshot();
-  const auto items_b = b.Snapshot();
-  RESOUND_CHECK(items_a.size() == items_b.size());
+  const auto [items_a, items_b] = test_tables::CheckSameState(a, b, same_insertion_times);
   for (size_t i = 0; i < items_a.size(); ++i) {
-    RESOUND_CHECK(items_a[i].item->key() == items_b[i].item->key());
     RESOUND_CHECK(items_a[i].item->chunks()[0] == items_b[i].item->chunks()[0]);  // chunks shared, not copied
-    RESOUND_CHECK(items_a[i].priority == items_b[i].priority);
-    RESOUND_CHECK(items_a[i].times_sampled == items_b[i].times_sampled);
-    if (same_insertion_times) RESOUND_CHECK(items_a[i].inserted_at_ns == items_b[i].inserted_at_ns);
   }
 }
 
