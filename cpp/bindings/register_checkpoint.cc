@@ -58,6 +58,17 @@ std::vector<Table*> Raw(const std::vector<std::shared_ptr<Table>>& tables) {
   return raw;
 }
 
+// Runs `work` (which returns a summary) without the GIL; the summary as a dict.
+template <typename Work>
+py::dict Summarize(Work&& work) {
+  CheckpointSummary summary;
+  {
+    py::gil_scoped_release release;
+    summary = work();
+  }
+  return SummaryDict(summary);
+}
+
 }  // namespace
 
 void RegisterCheckpoint(py::module_& m) {
@@ -65,12 +76,7 @@ void RegisterCheckpoint(py::module_& m) {
       "save_checkpoint",
       [](const std::vector<std::shared_ptr<Table>>& tables, const std::string& path) {
         const std::vector<Table*> raw = Raw(tables);
-        CheckpointSummary summary;
-        {
-          py::gil_scoped_release release;
-          summary = Checkpoint::Save(raw, path);
-        }
-        return SummaryDict(summary);
+        return Summarize([&] { return Checkpoint::Save(raw, path); });
       },
       py::arg("tables"), py::arg("path"),
       R"doc(Writes the tables into a new checkpoint file `path` (atomically: the file
@@ -81,12 +87,7 @@ dict (tables, num_chunks, chunk_bytes, file_bytes).)doc");
       "load_checkpoint",
       [](const std::string& path, const std::vector<std::shared_ptr<Table>>& tables) {
         const std::vector<Table*> raw = Raw(tables);
-        CheckpointSummary summary;
-        {
-          py::gil_scoped_release release;
-          summary = Checkpoint::Load(path, raw);
-        }
-        return SummaryDict(summary);
+        return Summarize([&] { return Checkpoint::Load(path, raw); });
       },
       py::arg("path"), py::arg("tables"),
       R"doc(Restores checkpoint `path` into `tables` (matched by name; each must be empty
@@ -95,14 +96,7 @@ damaged or foreign file, ValueError / RuntimeError for a mismatch, OSError if
 it cannot be read.)doc");
   m.def(
       "inspect_checkpoint",
-      [](const std::string& path) {
-        CheckpointSummary summary;
-        {
-          py::gil_scoped_release release;
-          summary = Checkpoint::Inspect(path);
-        }
-        return SummaryDict(summary);
-      },
+      [](const std::string& path) { return Summarize([&] { return Checkpoint::Inspect(path); }); },
       py::arg("path"), "Reads and checks a whole checkpoint file; returns its summary dict.");
 }
 
