@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from concurrent import futures
 from typing import TYPE_CHECKING, Any
 
+from resound.checkpointers import CheckpointerBase, default_checkpointer
 from resound.table import Table
 
 if TYPE_CHECKING:
@@ -134,8 +135,6 @@ class Server:
             raise ValueError(
                 f"Multiple items in tables have the same name: {', '.join(duplicates)}"
             )
-        from resound.checkpointers import CheckpointerBase
-
         if checkpointer is not None and not isinstance(checkpointer, CheckpointerBase):
             raise ValueError(
                 "checkpointer must be a resound.checkpointers checkpointer (e.g. "
@@ -222,8 +221,6 @@ class Server:
         (a temporary directory's if it has none); returns its path."""
         with self._checkpoint_lock:
             if self._checkpointer is None:
-                from resound.checkpointers import default_checkpointer
-
                 self._checkpointer = default_checkpointer()
             checkpointer = self._checkpointer
         return checkpointer.save(list(self._tables.values()))
