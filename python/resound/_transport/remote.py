@@ -30,13 +30,20 @@ from resound.errors import CancelledError, DeadlineExceededError, NotFoundError
 from resound.table import shared_chunk_store
 from resound.table_info import TableInfo
 
-__all__ = ["InsertStream", "RemoteTransport", "error_from_rpc"]
+__all__ = ["InsertStream", "RemoteTransport", "error_from_rpc", "update_arrays"]
 
 # Channel options of both ends: messages may carry many large chunks.
 MAX_MESSAGE_BYTES = 1 << 30
 CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+]
+# A client's channel tries a lost server again at least this often (gRPC's
+# default backs off to 2 minutes), so a restarted server is found soon.
+_CLIENT_CHANNEL_OPTIONS = [
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 2000),
 ]
 # One insert message carries at most this many items or payload bytes.
 _MAX_ITEMS_PER_MESSAGE = 1024
@@ -85,7 +92,11 @@ class RemoteTransport:
             # A subchannel of its own: gRPC otherwise shares connections per
             # address across channels, and one that failed against an earlier
             # server on the same port would fail this client too (backoff).
-            options=[*CHANNEL_OPTIONS, ("grpc.use_local_subchannel_pool", 1)],
+            options=[
+                *CHANNEL_OPTIONS,
+                *_CLIENT_CHANNEL_OPTIONS,
+                ("grpc.use_local_subchannel_pool", 1),
+            ],
         )
         P = _proto  # noqa: N806 - the message module
 
@@ -119,6 +130,10 @@ class RemoteTransport:
         self._infos_lock = threading.Lock()
         self._client_stream: InsertStream | None = None
         self._closed = False
+        # failover(this transport) -> another server's transport, or None: set
+        # by a client of several servers, so that insert streams whose server
+        # went away carry on elsewhere.
+        self.failover: Callable[[RemoteTransport], RemoteTransport | None] | None = None
 
     @property
     def address(self) -> str:
@@ -147,7 +162,7 @@ class RemoteTransport:
 
     def open_insert_stream(self, on_error: Callable[[BaseException], None] | None = None) -> Any:
         """A new insert stream (one per trajectory writer)."""
-        return InsertStream(self, on_error)
+        return InsertStream(self, on_error, self.failover)
 
     def table_info_for_writer(self, name: str) -> TableMeta:
         info = self._info(name)
@@ -165,7 +180,7 @@ class RemoteTransport:
         ``timeout`` seconds) until the server confirms them."""
         with self._infos_lock:
             if self._client_stream is None:
-                self._client_stream = InsertStream(self, None)
+                self._client_stream = InsertStream(self, None, self.failover)
             stream = self._client_stream
         stream.submit(table, requests)
         stream.wait(0, timeout, "Insert")
@@ -200,7 +215,7 @@ class RemoteTransport:
         updates: Mapping[int, float] | Iterable[tuple[int, float]] | tuple[Any, Any] | None,
         deletes: Iterable[int] | None,
     ) -> tuple[int, int]:
-        keys, priorities = _update_arrays(updates)
+        keys, priorities = update_arrays(updates)
         request = _proto.MutatePrioritiesRequest(
             table=table,
             update_keys=keys,
@@ -242,7 +257,7 @@ class RemoteTransport:
         return info
 
 
-def _update_arrays(updates: Any) -> tuple[list[int], list[float]]:
+def update_arrays(updates: Any) -> tuple[list[int], list[float]]:
     if updates is None:
         return [], []
     if isinstance(updates, tuple) and len(updates) == 2 and hasattr(updates[0], "__len__"):
@@ -271,13 +286,21 @@ class InsertStream:
     core's InsertRequestEncoder. At most _MAX_IN_FLIGHT_ITEMS items and about
     _MAX_IN_FLIGHT_BYTES of their chunks are on their way at a time:
     ``submit`` blocks beyond that (back-pressure on a fast writer).
+
+    With ``failover``, a stream whose server went away (unreachable, or
+    stopped) moves to the server of the transport ``failover`` returns and
+    sends everything unconfirmed there.
     """
 
     def __init__(
-        self, transport: RemoteTransport, on_error: Callable[[BaseException], None] | None
+        self,
+        transport: RemoteTransport,
+        on_error: Callable[[BaseException], None] | None,
+        failover: Callable[[RemoteTransport], RemoteTransport | None] | None = None,
     ) -> None:
         self._transport = transport
         self._on_error = on_error
+        self._failover = failover
         # The writer's hot path takes the plain lock (a Condition's own
         # __enter__ is Python code); waits go through the Condition on it.
         self._mutex = threading.Lock()
@@ -301,7 +324,14 @@ class InsertStream:
         return self._error
 
     def table_info_for_writer(self, name: str) -> TableMeta:
-        meta = self._transport.table_info_for_writer(name)
+        try:
+            meta = self._transport.table_info_for_writer(name)
+        except ConnectionError as error:
+            # The stream's server went away before its writer's first item:
+            # with failover, the writer starts on another server.
+            if not self._move_to_another_server():
+                raise (self._error or error) from None
+            meta = self._transport.table_info_for_writer(name)
         return dataclasses.replace(
             meta,
             insert_batch=functools.partial(self.insert, name),
@@ -413,9 +443,21 @@ class InsertStream:
                     if self._closed:
                         return
                 # Only a stopping server ends a stream that the client keeps open.
-                self._fail(CancelledError("Insert: the server stopped"))
+                if self._move_to_another_server():
+                    backoff, last_success = _BACKOFF_START, time.monotonic()
+                    continue
+                if self._error is None:
+                    self._fail(CancelledError("Insert: the server stopped"))
                 return
             except grpc.RpcError as error:
+                # A server that is unreachable or stopping (CANCELLED) has
+                # gone away: with failover, another one takes the items.
+                gone = error.code() in (*_TRANSIENT, grpc.StatusCode.CANCELLED)
+                if gone and self._move_to_another_server():
+                    backoff, last_success = _BACKOFF_START, time.monotonic()
+                    continue
+                if self._error is not None:
+                    return  # the failover refused
                 if error.code() not in _TRANSIENT:
                     self._fail(error_from_rpc(error, "Insert"))
                     return
@@ -430,6 +472,22 @@ class InsertStream:
                     return
                 self._lock.wait(backoff)
             backoff = min(backoff * 2, _BACKOFF_MAX)
+
+    def _move_to_another_server(self) -> bool:
+        """With failover, switches the stream to another server's transport;
+        False if there is none (or no failover). A failover that refuses
+        (raises ConnectionError) fails the stream: check ``_error`` after."""
+        if self._failover is None:
+            return False
+        try:
+            replacement = self._failover(self._transport)
+        except ConnectionError as error:
+            self._fail(error)
+            return False
+        if replacement is None or replacement is self._transport:
+            return False
+        self._transport = replacement
+        return True
 
     def _requests(self, generation: int) -> Iterator[bytes]:
         """The request messages of one stream (runs on gRPC's thread)."""
