@@ -8,6 +8,11 @@ Beyond Reverb: ``sample`` takes a ``timeout``; ``sample_batch`` returns a
 whole batch as stacked numpy arrays; ``sample_batches`` prefetches such
 batches on a background thread; ``update_priorities`` is on the client.
 
+A client of several servers (a list of addresses, ``'ipv4:h1:p1,h2:p2'`` or
+``'dns:///name:port'``) spreads writers, inserts and samples over them and
+routes priority updates to the server that holds each key (see
+resound._transport.server_set and docs/scale-out.md).
+
 Example:
     >>> import numpy as np, resound
     >>> server = resound.Server([resound.Table(
@@ -23,6 +28,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import threading
 import time
@@ -33,12 +39,14 @@ import numpy as np
 
 from resound import _codec, _core, nest
 from resound._checks import as_priority, check_count, check_timeout
+from resound._transport.targets import parse_target
 from resound.batch_iterator import BatchIterator
 from resound.errors import DeadlineExceededError
 from resound.replay_sample import ReplaySample, SampleInfo
 from resound.trajectory_writer import TrajectoryWriter, _as_array, _random_source
 
 if TYPE_CHECKING:
+    from resound._transport.server_set import ServerSet
     from resound.server import Server
     from resound.structured_writer import Config, StructuredWriter
     from resound.table_info import TableInfo
@@ -47,25 +55,50 @@ __all__ = ["Client"]
 
 
 class Client:
-    """A client of one server. Constructing it contacts nothing.
+    """A client of one server, or of several. Constructing it contacts nothing.
 
     Args:
-      server_address: ``'host:port'`` of the server.
+      server_address: ``'host:port'`` of the server; or several servers with
+        the same tables: a list of ``'host:port'``, those joined by commas, a
+        gRPC ``'ipv4:h1:p1,h2:p2'`` / ``'ipv6:...'`` target, or
+        ``'dns:///name:port'`` (every address the name resolves to, followed
+        as it changes).
       transport: ``'auto'`` (the default) calls a server of this process
         directly and any other over gRPC; ``'grpc'`` always uses gRPC.
+      failover: with several servers, a writer whose server goes away
+        (unreachable or stopping) sends its unconfirmed items, with their
+        chunks, to another server and carries on (True, the default); with
+        False it raises ConnectionError at its next call instead, and a new
+        writer goes to a server that answers. (A client of one server retries
+        its server for 30 s, then raises.)
+
+    Example:
+        >>> client = resound.Client(['10.0.0.1:8000', '10.0.0.2:8000'])  # doctest: +SKIP
+        >>> client.server_info()['replay'].current_size  # summed over both  # doctest: +SKIP
     """
 
-    def __init__(self, server_address: str, *, transport: str = "auto") -> None:
-        if not isinstance(server_address, str) or not server_address:
-            raise ValueError(
-                f"server_address must be a nonempty 'host:port' str, got {server_address!r}"
-            )
+    def __init__(
+        self,
+        server_address: str | Sequence[str],
+        *,
+        transport: str = "auto",
+        failover: bool = True,
+    ) -> None:
+        target = parse_target(server_address)
         if transport not in ("auto", "grpc"):
             raise ValueError(f"transport must be 'auto' or 'grpc', got {transport!r}")
-        self._address = server_address
+        if not isinstance(failover, bool):
+            raise ValueError(f"failover must be True or False, got {failover!r}")
+        self._address = target.text
         self._transport_obj: Any = None
         self._transport_kind = transport
+        self._failover = failover
         self._random = _random_source()
+        self._servers: ServerSet | None = None
+        if target.several:
+            from resound._transport.server_set import ServerSet
+
+            self._servers = ServerSet(target, transport, failover)
 
     @classmethod
     def _in_process(cls, server: Server) -> Client:
@@ -76,12 +109,22 @@ class Client:
         client._address = address
         client._transport_obj = EmbeddedTransport(server)
         client._transport_kind = "auto"
+        client._failover = True
         client._random = _random_source()
+        client._servers = None
         return client
 
     @property
     def server_address(self) -> str:
+        """The address as given (several servers: joined by commas)."""
         return self._address
+
+    @property
+    def server_addresses(self) -> list[str]:
+        """Each server's ``'host:port'`` (a ``dns:`` target resolved now)."""
+        if self._servers is None:
+            return [self._address]
+        return self._servers.addresses
 
     def __del__(self) -> None:
         # The stream behind insert() has a thread of its own, which would
@@ -129,7 +172,7 @@ class Client:
     def __reduce__(self) -> tuple[Any, ...]:
         if self._address == "in-process":
             raise TypeError("an in-process client of an embedded server cannot be pickled")
-        return (_client, (self._address, self._transport_kind))
+        return (_client, (self._address, self._transport_kind, self._failover))
 
     def __repr__(self) -> str:
         return f"Client, server_address={self._address}"
@@ -150,6 +193,11 @@ class Client:
         if not isinstance(priorities, Mapping):
             raise ValueError(f"priorities must be a dict {{table: priority}}, got {priorities!r}")
         timeout = check_timeout(timeout)
+        if self._servers is not None:
+            # All of one call goes to one server, the servers in turn.
+            member = self._servers.member_for(priorities)
+            member.client.insert(data, priorities, timeout=timeout)
+            return
         transport = self._transport
         for table, priority in priorities.items():
             meta = transport.table_info_for_writer(table)
@@ -196,8 +244,13 @@ class Client:
           compression: ``'none'`` or ``'lz4'``.
           delta_encoded: store integer columns as row differences.
         """
+        if self._servers is not None:
+            # A writer's items and chunks go to one server (the servers in turn).
+            transport = self._servers.transport(self._servers.next_member())
+        else:
+            transport = self._transport
         return TrajectoryWriter(
-            self._transport,
+            transport,
             num_keep_alive_refs,
             validate_items=validate_items,
             max_chunk_length=max_chunk_length,
@@ -239,38 +292,24 @@ class Client:
         """
         num_samples = check_count(num_samples, "num_samples")
         timeout = check_timeout(timeout)
-        transport = self._transport
-        return self._sample_generator(
-            transport, table, num_samples, emit_timesteps, unpack_as_table_signature, timeout
-        )
+        take = self._taker(table, flexible=True)
+        signature = self._signature(table) if unpack_as_table_signature else None
+        return _sample_generator(take, num_samples, emit_timesteps, signature, timeout)
 
-    def _sample_generator(
-        self,
-        transport: Any,
-        table: str,
-        num_samples: int,
-        emit_timesteps: bool,
-        unpack: bool,
-        timeout: float | None,
-    ) -> Iterator[Any]:
-        signature = transport.signature(table) if unpack else None
-        remaining = num_samples
-        while remaining > 0:
-            batch = transport.sample(table, min(remaining, _core.MAX_SAMPLES_PER_CALL), timeout)
-            remaining -= len(batch)
-            infos = _infos(batch)
-            stacked = _stack(batch)
-            decoded: dict[int, np.ndarray] = {}  # each chunk decoded once per batch
-            for index, info in enumerate(infos):
-                if stacked is not None:
-                    columns = [column[index, ...] for column in stacked]
-                else:
-                    item = batch[index]
-                    columns = _codec.gather_item(item.trajectory, item.chunks, decoded)
-                if emit_timesteps:
-                    yield _timesteps(info, columns, signature)
-                else:
-                    yield ReplaySample(info, _pack(signature, columns))
+    def _taker(self, table: str, flexible: bool = False) -> Any:
+        """``take(count, deadline, cancelled)``: sample batches from ``table``
+        holding ``count`` samples (see _take), from one server or several;
+        ``flexible``: as many as the rate limiters give at once (at least one)."""
+        if self._servers is not None:
+            return functools.partial(self._servers.take, table, flexible=flexible)
+        if flexible:
+            return functools.partial(_take_flexible, self._transport, table)
+        return functools.partial(_take, self._transport, table)
+
+    def _signature(self, table: str) -> Any:
+        if self._servers is not None:
+            return self._servers.any_transport(lambda transport: transport.signature(table))
+        return self._transport.signature(table)
 
     def sample_batch(
         self,
@@ -292,11 +331,10 @@ class Client:
         """
         batch_size = check_count(batch_size, "batch_size")
         timeout = check_timeout(timeout)
-        transport = self._transport
-        signature = transport.signature(table) if unpack_as_table_signature else None
+        take = self._taker(table)
+        signature = self._signature(table) if unpack_as_table_signature else None
         deadline = None if timeout is None else time.monotonic() + timeout
-        parts = _take(transport, table, batch_size, deadline, None)
-        return _batch_sample(parts, signature)
+        return _batch_sample(take(batch_size, deadline, None), signature)
 
     def sample_batches(
         self,
@@ -323,12 +361,12 @@ class Client:
             num_batches = check_count(num_batches, "num_batches")
         prefetch = check_count(prefetch, "prefetch")
         timeout = check_timeout(timeout)
-        transport = self._transport
-        signature = transport.signature(table) if unpack_as_table_signature else None
+        take = self._taker(table)
+        signature = self._signature(table) if unpack_as_table_signature else None
 
         def produce(cancelled: threading.Event) -> ReplaySample | None:
             deadline = None if timeout is None else time.monotonic() + timeout
-            parts = _take(transport, table, batch_size, deadline, cancelled)
+            parts = take(batch_size, deadline, cancelled)
             return None if cancelled.is_set() else _batch_sample(parts, signature)
 
         return BatchIterator(produce, num_batches=num_batches, prefetch=prefetch)
@@ -352,25 +390,81 @@ class Client:
         Example:
             >>> batch = client.sample_batch('replay', 256)  # doctest: +SKIP
             >>> client.update_priorities('replay', (batch.info.key, td_errors))  # doctest: +SKIP
+
+        With several servers, each key goes to the server it was sampled from
+        (by this client, among its last 65,536 samples), other keys to every
+        server; a server that is away is skipped.
         """
+        if self._servers is not None:
+            self._mutate_on_servers(table, updates, deletes)
+            return
         self._transport.mutate_priorities(table, _as_updates(updates), deletes)
 
     def update_priorities(self, table: str, updates: Mapping[int, float] | tuple[Any, Any]) -> None:
         """``mutate_priorities(table, updates=updates)``."""
-        self._transport.mutate_priorities(table, _as_updates(updates), None)
+        self.mutate_priorities(table, updates)
+
+    def _mutate_on_servers(self, table: str, updates: Any, deletes: Iterable[int] | None) -> None:
+        from resound._transport.remote import update_arrays
+
+        assert self._servers is not None
+        listed_keys, listed_priorities = update_arrays(_as_updates(updates))
+        keys = np.asarray(listed_keys, np.uint64)
+        priorities = np.asarray(listed_priorities, np.float64)
+        meta = self._servers.any_transport(lambda t: t.table_info_for_writer(table))
+        # Checked here, before any server applies anything: all or nothing.
+        bad = ~np.isfinite(priorities)
+        if meta.prioritized:
+            bad |= priorities < 0
+        if bad.any():
+            index = int(np.argmax(bad))
+            allowed = "finite and >= 0 (Prioritized selector)" if meta.prioritized else "finite"
+            raise ValueError(
+                f"updates: the priority of key {int(keys[index])} for table {table!r} must be "
+                f"{allowed}, got {priorities[index]}; nothing was changed"
+            )
+        self._servers.mutate_priorities(table, keys, priorities, deletes or ())
 
     def reset(self, table: str) -> None:
-        """Removes every item of ``table`` and zeroes its rate limiter counters."""
+        """Removes every item of ``table`` and zeroes its rate limiter
+        counters (on every server; ConnectionError names any not reached)."""
+        if self._servers is not None:
+            self._servers.on_every_server(lambda t: t.reset(table), f"Reset of {table!r}")
+            return
         self._transport.reset(table)
 
     def server_info(self, timeout: int | None = None) -> dict[str, TableInfo]:
-        """TableInfo of every table by name (``timeout`` in seconds)."""
-        return self._transport.server_info(check_timeout(timeout))
+        """TableInfo of every table by name (``timeout`` in seconds). With
+        several servers, each table summed over those that answer (sizes,
+        counts, bytes, rate limiter calls); see ``server_infos`` for each."""
+        timeout = check_timeout(timeout)
+        if self._servers is not None:
+            return self._servers.server_info(timeout)
+        return self._transport.server_info(timeout)
 
-    def checkpoint(self) -> str:
+    def server_infos(self, timeout: int | None = None) -> dict[str, dict[str, TableInfo]]:
+        """``server_info`` of each server, by address (servers that do not
+        answer are left out; ConnectionError if none does).
+
+        Example:
+            >>> for address, tables in client.server_infos().items():  # doctest: +SKIP
+            ...     print(address, tables['replay'].current_size)
+        """
+        timeout = check_timeout(timeout)
+        if self._servers is not None:
+            return self._servers.server_infos(timeout)
+        return {self._address: self._transport.server_info(timeout)}
+
+    def checkpoint(self) -> str | dict[str, str]:
         """Has the server write a checkpoint of all its tables (see
         resound.checkpointers); returns the checkpoint file's path on the
-        server's machine. Inserts and samples go on meanwhile."""
+        server's machine. Inserts and samples go on meanwhile.
+
+        With several servers, each writes one: the paths by address
+        (ConnectionError naming any server not reached).
+        """
+        if self._servers is not None:
+            return self._servers.on_every_server(lambda t: t.checkpoint(), "Checkpoint")
         return self._transport.checkpoint()
 
 
@@ -418,6 +512,41 @@ def _check_priority(priority: Any, prioritized: bool, table: str) -> float:
 
 # While a caller may cancel, the rate limiter is waited for in slices this long.
 _CANCEL_CHECK_SECONDS = 0.1
+
+
+def _sample_generator(
+    take: Any,
+    num_samples: int,
+    emit_timesteps: bool,
+    signature: Any,
+    timeout: float | None,
+) -> Iterator[Any]:
+    remaining = num_samples
+    while remaining > 0:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for batch in take(min(remaining, _core.MAX_SAMPLES_PER_CALL), deadline, None):
+            remaining -= len(batch)
+            infos = _infos(batch)
+            stacked = _stack(batch)
+            decoded: dict[int, np.ndarray] = {}  # each chunk decoded once per batch
+            for index, info in enumerate(infos):
+                if stacked is not None:
+                    columns = [column[index, ...] for column in stacked]
+                else:
+                    item = batch[index]
+                    columns = _codec.gather_item(item.trajectory, item.chunks, decoded)
+                if emit_timesteps:
+                    yield _timesteps(info, columns, signature)
+                else:
+                    yield ReplaySample(info, _pack(signature, columns))
+
+
+def _take_flexible(
+    transport: Any, table: str, count: int, deadline: float | None, cancelled: None
+) -> list[Any]:
+    del cancelled
+    wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+    return [transport.sample(table, count, wait)]
 
 
 def _take(
@@ -571,6 +700,6 @@ def _concatenate(arrays: Sequence[np.ndarray]) -> np.ndarray:
     return np.concatenate(arrays)
 
 
-def _client(address: str, transport: str) -> Client:
-    # Unpickling: the keyword argument cannot travel in __reduce__'s args.
-    return Client(address, transport=transport)
+def _client(address: str, transport: str, failover: bool = True) -> Client:
+    # Unpickling: keyword arguments cannot travel in __reduce__'s args.
+    return Client(address, transport=transport, failover=failover)

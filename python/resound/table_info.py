@@ -21,7 +21,7 @@ from typing import Any
 
 from resound import _core, item_selectors
 
-__all__ = ["RateLimiterCallStats", "RateLimiterInfo", "TableInfo", "TableWorkerTime"]
+__all__ = ["RateLimiterCallStats", "RateLimiterInfo", "TableInfo", "TableWorkerTime", "combined"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,3 +97,45 @@ class TableInfo:
             num_chunks=info.num_chunks,
             memory_bytes=info.memory_bytes,
         )
+
+
+def combined(infos: list[TableInfo]) -> TableInfo:
+    """One table's info summed over the servers that hold it (a client of
+    several servers): sizes, counts, bytes and rate limiter call counts add
+    up; the options and signature are those of the first server.
+
+    Example:
+        >>> import resound
+        >>> info = resound.Table.queue('q', max_size=10).info
+        >>> combined([info, info]).max_size
+        20
+    """
+    if not infos:
+        raise ValueError("combined() needs the info of at least one server")
+    first = infos[0]
+    limiter = first.rate_limiter_info
+
+    def total(field: str) -> int:
+        return sum(getattr(info, field) for info in infos)
+
+    def calls(field: str) -> RateLimiterCallStats:
+        return RateLimiterCallStats(
+            sum(getattr(info.rate_limiter_info, field).completed for info in infos)
+        )
+
+    return dataclasses.replace(
+        first,
+        max_size=total("max_size"),
+        rate_limiter_info=dataclasses.replace(
+            limiter,
+            insert_stats=calls("insert_stats"),
+            sample_stats=calls("sample_stats"),
+            delete_stats=calls("delete_stats"),
+        ),
+        current_size=total("current_size"),
+        num_episodes=total("num_episodes"),
+        num_deleted_episodes=total("num_deleted_episodes"),
+        num_unique_samples=total("num_unique_samples"),
+        num_chunks=total("num_chunks"),
+        memory_bytes=total("memory_bytes"),
+    )

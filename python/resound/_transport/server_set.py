@@ -1,0 +1,491 @@
+"""The servers behind a Client of several (scale-out).
+
+Each server is an independent resound server with the same tables; the
+client spreads its work over them:
+
+* a trajectory writer, and each ``Client.insert``, goes to one server, in
+  turn, so an item and its chunks always land together;
+* a sample request is split over the servers and runs on all of them at once
+  (``take``). Servers whose rate limiter has nothing to give are asked
+  without waiting, and their share goes to the others;
+* priority updates and deletes go to the server each key was sampled from
+  (the set remembers the last _REMEMBERED_KEYS sampled keys); keys it does
+  not know go to every server, which ignore keys they do not hold;
+* ``server_info`` sums every table over the servers, ``reset`` and
+  ``checkpoint`` reach all of them.
+
+A server that stops answering is left out for a back-off (0.5 s, doubling up
+to 5 s) and then tried again, so a restarted server rejoins on its own. With
+``failover``, a writer whose server went away sends its unconfirmed items
+(chunks included) to another server and carries on there.
+
+Example:
+    >>> import resound
+    >>> servers = [resound.Server([resound.Table.queue('q', 10)]) for _ in range(2)]
+    >>> client = resound.Client([f'localhost:{s.port}' for s in servers])
+    >>> for step in range(4):
+    ...     client.insert([step], priorities={'q': 1.0})
+    >>> [s.table('q').info.current_size for s in servers]
+    [2, 2]
+    >>> client.server_info()['q'].current_size
+    4
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from resound import _core
+from resound._transport.remote import RemoteTransport
+from resound._transport.targets import Target, resolve_name
+from resound._transport.worker_pool import WorkerPool
+from resound.errors import CancelledError, DeadlineExceededError
+from resound.table_info import TableInfo, combined
+
+__all__ = ["Member", "ServerSet"]
+
+# A server that failed a call is left out this long, doubling per failure.
+_DOWN_BACKOFF_START, _DOWN_BACKOFF_MAX = 0.5, 5.0
+# A dns: target is resolved again this often, and sooner after a failure.
+_RESOLVE_EVERY_SECONDS = 30.0
+_RESOLVE_AFTER_FAILURE_SECONDS = 1.0
+# How many sampled keys the set remembers the server of.
+_REMEMBERED_KEYS = 1 << 16
+# Waits for a rate limiter go in slices this long, so that a share waiting on
+# one server can move to another and a closed iterator stops soon.
+_WAIT_SLICE_SECONDS = 0.1
+# Errors that mean "this server is not there (now)".
+_GONE = (ConnectionError, CancelledError)
+
+
+class Member:
+    """One server of the set: its address, its one-server Client, its health."""
+
+    def __init__(self, address: str, transport_kind: str) -> None:
+        from resound.client import Client
+
+        self.address = address
+        self.client = Client(address, transport=transport_kind)
+        self.failures = 0
+        self.down_until = 0.0
+        # Tables whose last sample request here found nothing to give.
+        self.starved: set[str] = set()
+
+    def __repr__(self) -> str:
+        return f"Member({self.address!r})"
+
+
+class ServerSet:
+    """Spreads a Client's calls over the servers of ``target``."""
+
+    def __init__(self, target: Target, transport_kind: str, failover: bool) -> None:
+        self._target = target
+        self._transport_kind = transport_kind
+        self._failover = failover
+        self._lock = threading.Lock()
+        self._members: list[Member] = []
+        self._resolved_at = -math.inf
+        self._resolve_soon = False
+        if target.addresses is not None:
+            self._members = [Member(a, transport_kind) for a in target.addresses]
+        self._turn = itertools.count()
+        self._pool = WorkerPool("client")
+        self._owners: dict[int, Member] = {}
+        self._remembered: deque[list[int]] = deque()
+        self._num_remembered = 0
+
+    # --- the members and their health
+
+    def members(self) -> list[Member]:
+        """Every server (a dns: target is resolved when due)."""
+        dns_name = self._target.dns_name
+        if dns_name is not None:
+            since = time.monotonic() - self._resolved_at
+            if since >= _RESOLVE_EVERY_SECONDS or (
+                self._resolve_soon and since >= _RESOLVE_AFTER_FAILURE_SECONDS
+            ):
+                self._resolve(*dns_name)
+        with self._lock:
+            return list(self._members)
+
+    def live(self) -> list[Member]:
+        """The servers not left out after a failure."""
+        now = time.monotonic()
+        return [m for m in self.members() if m.down_until <= now]
+
+    @property
+    def addresses(self) -> list[str]:
+        return [m.address for m in self.members()]
+
+    def mark_down(self, member: Member) -> None:
+        with self._lock:
+            backoff = min(_DOWN_BACKOFF_START * 2**member.failures, _DOWN_BACKOFF_MAX)
+            member.failures += 1
+            member.down_until = time.monotonic() + backoff
+            self._resolve_soon = True
+
+    def mark_up(self, member: Member) -> None:
+        if member.failures:
+            with self._lock:
+                member.failures = 0
+                member.down_until = 0.0
+
+    def _resolve(self, host: str, port: int) -> None:
+        self._resolved_at = time.monotonic()
+        self._resolve_soon = False
+        try:
+            addresses = resolve_name(host, port)
+        except OSError as error:
+            with self._lock:
+                if self._members:
+                    return  # keep the servers found before
+            raise ConnectionError(
+                f"server_address {self._target.text!r}: {host!r} does not resolve: {error}"
+            ) from None
+        with self._lock:
+            known = {m.address: m for m in self._members}
+            self._members = [known.get(a) or Member(a, self._transport_kind) for a in addresses]
+
+    def transport(self, member: Member) -> Any:
+        """The member's transport, with writer failover when configured."""
+        transport = member.client._transport
+        if isinstance(transport, RemoteTransport):
+            transport.failover = self._replacement if self._failover else self._no_replacement
+        return transport
+
+    def next_member(self) -> Member:
+        """The server for a new writer or insert: the live ones in turn."""
+        candidates = self.live() or self.members()
+        return candidates[next(self._turn) % len(candidates)]
+
+    def member_for(self, tables: Iterable[str]) -> Member:
+        """The next server (in turn) that answers with the options of
+        ``tables``; ConnectionError if none does."""
+        error: BaseException | None = None
+        for _ in range(len(self.members())):
+            member = self.next_member()
+            transport = self.transport(member)
+            try:
+                for table in tables:
+                    transport.table_info_for_writer(table)
+            except _GONE as gone:
+                self.mark_down(member)
+                error = gone
+                continue
+            return member
+        raise self._unreachable(error)
+
+    def _replacement(self, failed: RemoteTransport) -> RemoteTransport | None:
+        """Another server's transport for an insert stream whose server went
+        away (None if no other is live); marks the failed server down."""
+        others = []
+        for member in self.members():
+            if member.client._transport_obj is failed:
+                self.mark_down(member)
+            else:
+                others.append(member)
+        now = time.monotonic()
+        live = [m for m in others if m.down_until <= now]
+        if not live:
+            return None
+        start = next(self._turn)
+        for index in range(len(live)):
+            transport = self.transport(live[(start + index) % len(live)])
+            if isinstance(transport, RemoteTransport):
+                return transport
+        return None
+
+    def _no_replacement(self, failed: RemoteTransport) -> RemoteTransport | None:
+        """Without failover: a writer whose server went away raises at once
+        (the others' writers carry on; new writers go to live servers)."""
+        for member in self.members():
+            if member.client._transport_obj is failed:
+                self.mark_down(member)
+        raise ConnectionError(
+            f"Insert: the server at {failed.address} went away (the client has failover=False)"
+        )
+
+    # --- calls on several servers at once
+
+    def call_each(
+        self, members: Sequence[Member], call: Callable[[Member], Any]
+    ) -> list[tuple[Member, Any]]:
+        """``call(member)`` for every member, side by side; each result, or the
+        exception it raised, with its member, in the members' order. Servers
+        that are not there are marked down."""
+        results: queue.SimpleQueue[tuple[int, Any]] = queue.SimpleQueue()
+
+        def run(index: int, member: Member) -> None:
+            try:
+                outcome = call(member)
+            except BaseException as error:  # noqa: BLE001 - handed to the caller
+                outcome = error
+            results.put((index, outcome))
+
+        for index, member in enumerate(members):
+            if index == len(members) - 1:
+                run(index, member)  # the calling thread takes the last one
+            else:
+                self._pool.submit(lambda i=index, m=member: run(i, m))
+        outcomes: list[Any] = [None] * len(members)
+        for _ in members:
+            index, outcome = results.get()
+            outcomes[index] = outcome
+        for member, outcome in zip(members, outcomes, strict=True):
+            if isinstance(outcome, _GONE):
+                self.mark_down(member)
+            elif not isinstance(outcome, BaseException):
+                self.mark_up(member)
+        return list(zip(members, outcomes, strict=True))
+
+    def any_transport(self, call: Callable[[Any], Any]) -> Any:
+        """``call(transport)`` on the first server that answers (table
+        signatures and options, which every server shares)."""
+        members = self.live() + [m for m in self.members() if m.down_until > time.monotonic()]
+        error: BaseException | None = None
+        for member in members:
+            try:
+                return call(self.transport(member))
+            except _GONE as gone:
+                self.mark_down(member)
+                error = gone
+        raise self._unreachable(error)
+
+    def _unreachable(self, cause: BaseException | None) -> ConnectionError:
+        addresses = ", ".join(m.address for m in self.members()) or "none resolved"
+        detail = f" (last error: {cause})" if cause is not None else ""
+        return ConnectionError(
+            f"no server of {self._target.text!r} is reachable (servers: {addresses}){detail}"
+        )
+
+    # --- sampling
+
+    def take(
+        self,
+        table: str,
+        count: int,
+        deadline: float | None,
+        cancelled: threading.Event | None,
+        *,
+        flexible: bool = False,
+    ) -> list[Any]:
+        """Sample batches from the servers holding ``count`` samples in all
+        (fewer once the deadline passes after the first sample, or once
+        ``cancelled`` is set; ``flexible``: whatever the first answers with
+        samples bring); DeadlineExceededError if none came in time.
+
+        Requests never ask for more than is still missing, so no sample is
+        taken and then dropped: a share waiting on one server moves to the
+        others only when that wait's slice ends.
+        """
+        done: queue.SimpleQueue[tuple[Member, Any]] = queue.SimpleQueue()
+        outstanding: dict[Member, int] = {}
+        parts: list[tuple[Member, Any]] = []
+        taken = 0
+        failure: BaseException | None = None
+        last_gone: BaseException | None = None
+        first_round = True
+        while True:
+            now = time.monotonic()
+            asking = (
+                failure is None
+                and taken < count
+                and not (flexible and taken)
+                and not (cancelled is not None and cancelled.is_set())
+                and not (deadline is not None and now >= deadline)
+            )
+            if asking:
+                missing = count - taken - sum(outstanding.values())
+                if missing > 0:
+                    requests = self._plan(table, missing, outstanding, first_round)
+                    first_round = False
+                    for member, size, waits in requests:
+                        wait = 0.0
+                        if waits:
+                            wait = _WAIT_SLICE_SECONDS
+                            if deadline is not None:
+                                wait = min(wait, max(0.0, deadline - now))
+                        outstanding[member] = size
+                        inline = len(requests) == 1 and len(outstanding) == 1
+                        self._sample_on(member, table, size, wait, done, inline)
+                if not outstanding:
+                    failure = self._unreachable(last_gone)
+            if not outstanding:
+                break
+            member, outcome = done.get()
+            del outstanding[member]
+            if isinstance(outcome, DeadlineExceededError):
+                member.starved.add(table)
+            elif isinstance(outcome, _GONE):
+                self.mark_down(member)
+                last_gone = outcome
+            elif isinstance(outcome, BaseException):
+                failure = failure or outcome
+            else:
+                member.starved.discard(table)
+                self.mark_up(member)
+                parts.append((member, outcome))
+                taken += len(outcome)
+        self._remember(parts)
+        if failure is not None:
+            raise failure
+        if not parts:
+            if cancelled is not None and cancelled.is_set():
+                return []
+            raise DeadlineExceededError(
+                f"Sample from table {table!r}: no server gave a sample within the timeout "
+                "(rate limiters refused)"
+            )
+        return [part for _, part in parts]
+
+    def _plan(
+        self, table: str, missing: int, outstanding: dict[Member, int], first_round: bool
+    ) -> list[tuple[Member, int, bool]]:
+        """Who is asked for how many of the ``missing`` samples, and whether
+        each request may wait for the rate limiter."""
+        idle = [m for m in self.live() if m not in outstanding]
+        ready = [m for m in idle if table not in m.starved]
+        if ready:
+            targets = [(m, True) for m in ready]
+            if first_round:
+                # Servers that had nothing last time are asked without
+                # waiting, so one that has samples again is found.
+                targets += [(m, False) for m in idle if table in m.starved]
+        elif not outstanding:
+            targets = [(m, True) for m in idle]  # nothing anywhere: wait on all
+        else:
+            return []
+        share, extra = divmod(missing, len(targets)) if targets else (0, 0)
+        start = next(self._turn)
+        plan = []
+        for index in range(len(targets)):
+            member, waits = targets[(start + index) % len(targets)]
+            size = min(share + (index < extra), _core.MAX_SAMPLES_PER_CALL)
+            if size > 0:
+                plan.append((member, size, waits))
+        return plan
+
+    def _sample_on(
+        self,
+        member: Member,
+        table: str,
+        size: int,
+        wait: float,
+        done: queue.SimpleQueue[tuple[Member, Any]],
+        inline: bool,
+    ) -> None:
+        def run() -> None:
+            try:
+                outcome = self.transport(member).sample(table, size, wait)
+            except BaseException as error:  # noqa: BLE001 - handed to take()
+                outcome = error
+            done.put((member, outcome))
+
+        if inline:
+            run()
+        else:
+            self._pool.submit(run)
+
+    def _remember(self, parts: list[tuple[Member, Any]]) -> None:
+        with self._lock:
+            for member, part in parts:
+                keys = part.keys.tolist()
+                self._owners.update(zip(keys, itertools.repeat(member)))
+                self._remembered.append(keys)
+                self._num_remembered += len(keys)
+            while self._num_remembered > _REMEMBERED_KEYS:
+                old = self._remembered.popleft()
+                self._num_remembered -= len(old)
+                for key in old:
+                    self._owners.pop(key, None)
+
+    # --- managing
+
+    def mutate_priorities(
+        self, table: str, keys: np.ndarray, priorities: np.ndarray, deletes: Iterable[int]
+    ) -> None:
+        """Routes each update and delete to the server its key was sampled
+        from, and those of unknown keys to every server."""
+        delete_keys = [int(k) for k in deletes]
+        with self._lock:
+            owners = self._owners
+            update_owner = [owners.get(k) for k in keys.tolist()]
+            delete_owner = [owners.get(k) for k in delete_keys]
+        members = self.members()
+        per_member: dict[Member, tuple[list[int], list[int]]] = {m: ([], []) for m in members}
+        for index, owner in enumerate(update_owner):
+            for member in (owner,) if owner in per_member else members:
+                per_member[member][0].append(index)
+        for index, owner in enumerate(delete_owner):
+            for member in (owner,) if owner in per_member else members:
+                per_member[member][1].append(index)
+        involved = [m for m, (u, d) in per_member.items() if u or d]
+
+        def mutate(member: Member) -> Any:
+            updates, deletes_here = per_member[member]
+            return self.transport(member).mutate_priorities(
+                table,
+                (keys[updates], priorities[updates]),
+                [delete_keys[i] for i in deletes_here],
+            )
+
+        # A server that is not there has nothing to update (its items are
+        # gone, or come back from its checkpoint with their saved priorities).
+        for _, outcome in self.call_each(involved, mutate):
+            if isinstance(outcome, BaseException) and not isinstance(outcome, _GONE):
+                raise outcome
+
+    def server_infos(self, timeout: float | None) -> dict[str, dict[str, TableInfo]]:
+        """Every answering server's tables by name, by address."""
+        infos = {}
+        last_gone = None
+        for member, outcome in self.call_each(
+            self.members(), lambda m: self.transport(m).server_info(timeout)
+        ):
+            if isinstance(outcome, _GONE):
+                last_gone = outcome
+            elif isinstance(outcome, BaseException):
+                raise outcome
+            else:
+                infos[member.address] = outcome
+        if not infos:
+            raise self._unreachable(last_gone)
+        return infos
+
+    def server_info(self, timeout: float | None) -> dict[str, TableInfo]:
+        """Each table's info summed over the answering servers."""
+        by_table: dict[str, list[TableInfo]] = {}
+        for infos in self.server_infos(timeout).values():
+            for name, info in infos.items():
+                by_table.setdefault(name, []).append(info)
+        return {name: combined(infos) for name, infos in by_table.items()}
+
+    def on_every_server(self, call: Callable[[Any], Any], what: str) -> dict[str, Any]:
+        """``call(transport)`` on every server; the results by address.
+        ConnectionError naming the servers that did not answer (the call was
+        still made on the others)."""
+        results = {}
+        missed = []
+        for member, outcome in self.call_each(self.members(), lambda m: call(self.transport(m))):
+            if isinstance(outcome, _GONE):
+                missed.append(f"{member.address} ({outcome})")
+            elif isinstance(outcome, BaseException):
+                raise outcome
+            else:
+                results[member.address] = outcome
+        if missed:
+            done = ", ".join(results) or "none"
+            raise ConnectionError(
+                f"{what} did not reach {len(missed)} server(s): {'; '.join(missed)}; "
+                f"done on: {done}"
+            )
+        return results

@@ -1,0 +1,248 @@
+"""A Client of several servers, against servers of this process (over gRPC
+and in-process): the address forms, how samples are spread and shared out,
+what happens when servers have nothing or are gone. The same against
+``resound-server`` processes is in test_scale_out.py."""
+
+from __future__ import annotations
+
+import pickle
+import socket
+import threading
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+import resound
+from resound._transport.targets import parse_target, resolve_name
+
+from conftest import SAFETY
+
+
+def queue_table() -> resound.Table:
+    return resound.Table.queue("q", max_size=1000)
+
+
+def replay_table() -> resound.Table:
+    return resound.Table(
+        "replay",
+        resound.selectors.Uniform(),
+        resound.selectors.Fifo(),
+        1000,
+        resound.rate_limiters.MinSize(1),
+    )
+
+
+@pytest.fixture
+def servers() -> Iterator[list[resound.Server]]:
+    started = [resound.Server([queue_table(), replay_table()]) for _ in range(3)]
+    try:
+        yield started
+    finally:
+        for server in started:
+            server.stop()
+
+
+def addresses(servers: list[resound.Server]) -> list[str]:
+    return [f"127.0.0.1:{server.port}" for server in servers]
+
+
+def sizes(servers: list[resound.Server], table: str) -> list[int]:
+    return [server.table(table).info.current_size for server in servers]
+
+
+# --- address forms
+
+
+@pytest.mark.parametrize(
+    ("target", "expected", "several"),
+    [
+        ("localhost:8000", ["localhost:8000"], False),
+        ("unix:/tmp/socket", ["unix:/tmp/socket"], False),
+        (["a:1", "b:2"], ["a:1", "b:2"], True),
+        (["a:1"], ["a:1"], True),
+        ("a:1,b:2", ["a:1", "b:2"], True),
+        ("ipv4:10.0.0.1:8000,10.0.0.2:8000", ["10.0.0.1:8000", "10.0.0.2:8000"], True),
+        ("ipv6:[::1]:1,[::1]:2", ["[::1]:1", "[::1]:2"], True),
+    ],
+)
+def test_address_forms(target, expected, several) -> None:
+    parsed = parse_target(target)
+    assert parsed.addresses == expected and parsed.several is several
+    assert resound.Client(target).server_addresses == expected
+
+
+@pytest.mark.parametrize(
+    ("target", "dns_name"),
+    [
+        ("dns:///replay.svc:8000", ("replay.svc", 8000)),
+        ("dns://10.0.0.53/replay.svc:8000", ("replay.svc", 8000)),
+        ("dns:replay.svc:8000", ("replay.svc", 8000)),
+    ],
+)
+def test_dns_targets_are_resolved_on_use(target, dns_name) -> None:
+    parsed = parse_target(target)
+    assert (parsed.addresses, parsed.dns_name, parsed.several) == (None, dns_name, True)
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ([], "empty list"),
+        (["a:1", "a:1"], "twice"),
+        (["a:1", ""], "nonempty"),
+        (["a:1", 8000], "nonempty"),
+        (["a:1,b:2"], "each be one"),
+        ("a:1,b", "not 'host:port'"),
+        ("ipv4:a:0", "not 'host:port'"),
+        ("ipv4:a:99999", "not 'host:port'"),
+        ("dns://authority-only", "dns:///name:port"),
+        (b"a:1", "server_address must be"),
+    ],
+)
+def test_bad_addresses_are_refused_naming_the_argument(target, message) -> None:
+    with pytest.raises(ValueError, match="server_address") as raised:
+        resound.Client(target)
+    assert message in str(raised.value)
+
+
+def test_bad_failover_is_refused() -> None:
+    with pytest.raises(ValueError, match="failover must be True or False"):
+        resound.Client(["a:1", "b:2"], failover="yes")  # type: ignore[arg-type]
+
+
+def test_resolving_a_name_gives_every_distinct_address() -> None:
+    def several(host, port, type):  # noqa: A002 - getaddrinfo's own keyword
+        assert (host, port, type) == ("replay.svc", 8000, socket.SOCK_STREAM)
+        return [
+            (socket.AF_INET, type, 6, "", ("10.0.0.1", port)),
+            (socket.AF_INET, type, 6, "", ("10.0.0.2", port)),
+            (socket.AF_INET, type, 6, "", ("10.0.0.1", port)),
+            (socket.AF_INET6, type, 6, "", ("fd00::3", port, 0, 0)),
+        ]
+
+    found = resolve_name("replay.svc", 8000, getaddrinfo=several)
+    assert found == ["10.0.0.1:8000", "10.0.0.2:8000", "[fd00::3]:8000"]
+
+
+def test_a_dns_target_reaches_the_servers_it_resolves_to(servers) -> None:
+    client = resound.Client(f"dns:///localhost:{servers[0].port}", transport="grpc")
+    assert f"127.0.0.1:{servers[0].port}" in client.server_addresses
+    client.insert([np.float32(1.0)], priorities={"q": 1.0})
+    assert servers[0].table("q").info.current_size == 1
+    assert len(client.sample_batch("q", 1, timeout=SAFETY).info.key) == 1
+
+
+def test_an_unresolvable_name_raises_connection_error_on_use() -> None:
+    client = resound.Client("dns:///no-such-host.invalid:8000")
+    with pytest.raises(ConnectionError, match="does not resolve"):
+        client.server_info()
+
+
+def test_pickling_keeps_the_servers_and_failover(servers) -> None:
+    client = resound.Client(addresses(servers), failover=False)
+    copy = pickle.loads(pickle.dumps(client))
+    assert copy.server_addresses == client.server_addresses
+    assert copy._failover is False
+    assert repr(copy) == f"Client, server_address={','.join(addresses(servers))}"
+    assert copy.server_info()["q"].max_size == 3000
+
+
+# --- sampling
+
+
+@pytest.mark.parametrize("transport", ["grpc", "auto"])
+def test_batches_draw_from_every_server_at_once(servers, transport) -> None:
+    client = resound.Client(addresses(servers), transport=transport)
+    for index, server in enumerate(servers):
+        direct = server.in_process_client()
+        for value in range(10):
+            direct.insert([np.float32(100 * index + value)], priorities={"replay": 1.0})
+    batch = client.sample_batch("replay", 300, timeout=SAFETY)
+    origins = np.bincount(batch.data[0][:, 0].astype(int) // 100, minlength=3)
+    assert origins.sum() == 300 and (origins >= 90).all(), origins  # shares of 100 each
+    assert [s.table("replay").info.rate_limiter_info.sample_stats.completed for s in servers] == (
+        origins.tolist()
+    )
+
+
+def test_a_server_with_nothing_to_give_leaves_its_share_to_the_others(servers) -> None:
+    client = resound.Client(addresses(servers), transport="grpc")
+    direct = servers[2].in_process_client()
+    for value in range(5):
+        direct.insert([np.float32(value)], priorities={"replay": 1.0})
+    for _ in range(5):  # servers 0 and 1 stay empty: their MinSize(1) refuses
+        batch = client.sample_batch("replay", 64, timeout=SAFETY)
+        assert len(batch.info.key) == 64
+    # A server that gets items again is sampled again.
+    servers[0].in_process_client().insert([np.float32(7.0)], priorities={"replay": 1.0})
+    seen = set()
+    for _ in range(5):
+        seen |= set(client.sample_batch("replay", 64, timeout=SAFETY).data[0][:, 0].tolist())
+    assert 7.0 in seen
+
+
+def test_sample_yields_what_the_servers_have_and_waits_for_the_rest(servers) -> None:
+    client = resound.Client(addresses(servers), transport="grpc")
+    for server in servers[:2]:
+        for value in range(3):
+            server.in_process_client().insert([np.float32(value)], priorities={"q": 1.0})
+    samples = client.sample("q", 7, emit_timesteps=False, timeout=SAFETY)
+    got = [next(samples) for _ in range(6)]  # every item there, from both servers
+    assert sorted(float(s.data[0][0]) for s in got) == [0, 0, 1, 1, 2, 2]
+    # The 7th waits until an item comes, on whichever server.
+    threading.Timer(0.2, client.insert, ([np.float32(9.0)], {"q": 1.0})).start()
+    assert float(next(samples).data[0][0]) == 9.0
+    assert sizes(servers, "q") == [0, 0, 0]
+
+
+def test_a_batch_waits_for_items_on_any_server_and_times_out_without(servers) -> None:
+    client = resound.Client(addresses(servers), transport="grpc")
+    with pytest.raises(resound.DeadlineExceededError):
+        client.sample_batch("q", 4, timeout=0.3)
+    with client.sample_batches("q", 4, num_batches=1, timeout=SAFETY) as batches:
+        for value in range(4):
+            servers[value % 3].in_process_client().insert([np.float32(value)], {"q": 1.0})
+        (batch,) = list(batches)
+    assert sorted(batch.data[0][:, 0].tolist()) == [0, 1, 2, 3]
+
+
+def test_with_every_server_gone_calls_raise_instead_of_hanging(servers) -> None:
+    client = resound.Client(addresses(servers), transport="grpc")
+    client.insert([np.float32(1.0)], priorities={"q": 1.0})
+    for server in servers:
+        server.stop()
+    with pytest.raises(ConnectionError, match="no server of"):
+        client.sample_batch("q", 4)
+    with pytest.raises(ConnectionError, match="no server of"):
+        client.server_info()
+    with pytest.raises(ConnectionError, match="did not reach 3 server"):
+        client.reset("q")
+
+
+def test_a_stopped_server_is_left_out_and_the_rest_serve(servers) -> None:
+    client = resound.Client(addresses(servers), transport="grpc")
+    servers[1].stop()
+    for value in range(6):
+        client.insert([np.float32(value)], priorities={"q": 1.0, "replay": 1.0})
+    assert sum(sizes([servers[0], servers[2]], "q")) == 6  # the stopped one's turns moved on
+    fresh = resound.Client(addresses(servers), transport="grpc")  # has not seen it stop
+    for value in range(3):  # so the second writer starts out bound to the stopped server
+        with fresh.trajectory_writer(1) as writer:
+            writer.append([np.float32(value)])
+            writer.create_item("q", 1.0, [writer.history[0][-1:]])
+    assert sum(sizes([servers[0], servers[2]], "q")) == 9
+    batch = client.sample_batch("replay", 50, timeout=SAFETY)
+    assert len(batch.info.key) == 50
+    assert set(client.server_infos()) == {addresses(servers)[0], addresses(servers)[2]}
+    with pytest.raises(ConnectionError, match=f"did not reach 1 server.*{servers[1].port}"):
+        client.reset("replay")
+    assert sizes([servers[0], servers[2]], "replay") == [0, 0]  # the others were reset
+
+
+def test_unknown_tables_raise_not_found(servers) -> None:
+    client = resound.Client(addresses(servers), transport="grpc")
+    with pytest.raises(resound.NotFoundError):
+        client.sample_batch("nope", 2, timeout=SAFETY)
+    with pytest.raises(resound.NotFoundError):
+        client.update_priorities("nope", {1: 1.0})
