@@ -142,11 +142,11 @@ def test_samples_come_from_every_server_and_updates_reach_the_right_one(cluster)
     keys = fill_replay(cluster, 20)
     client = resound.Client(cluster.addresses)
     before = [cluster.direct(i).server_info()["replay"] for i in range(3)]
-    batch = client.sample_batch("replay", 300, timeout=SAFETY)
-    assert batch.data[0].shape == (300, 1)
+    batch = client.sample_batch("replay", 384, timeout=SAFETY)  # 128 from each
+    assert batch.data[0].shape == (384, 1)
     sampled = batch.info.key.tolist()
     sources = [sum(key in held for key in sampled) for held in keys]
-    assert sum(sources) == 300 and all(count > 0 for count in sources), sources
+    assert sources == [128, 128, 128]
     after = [cluster.direct(i).server_info()["replay"] for i in range(3)]
     taken = [
         a.rate_limiter_info.sample_stats.completed - b.rate_limiter_info.sample_stats.completed
@@ -253,7 +253,7 @@ def test_a_killed_server_does_not_stop_the_others_and_rejoins_after_a_restart(cl
         )
         assert not errors, errors
         alive = [cluster.direct(i).server_info()["replay"].current_size for i in (0, 2)]
-        assert all(size > 10 for size in alive)
+        assert all(size > 10 for size in alive), alive
         assert set(client.server_infos()) == {cluster.addresses[0], cluster.addresses[2]}
 
         # A restarted server (empty: it was killed) rejoins: new writes and

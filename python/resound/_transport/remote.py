@@ -189,6 +189,13 @@ class RemoteTransport:
     # --- reading
 
     def sample(self, table: str, num_samples: int, timeout: float | None) -> RemoteSampleBatch:
+        return self.start_sample(table, num_samples, timeout)()
+
+    def start_sample(
+        self, table: str, num_samples: int, timeout: float | None
+    ) -> Callable[[], RemoteSampleBatch]:
+        """Starts a Sample call (gRPC runs it on its own threads); returns the
+        function that receives and decodes its batch."""
         request = _proto.SampleRequest(
             table=table,
             num_samples=num_samples,
@@ -197,12 +204,21 @@ class RemoteTransport:
         # The server honours the timeout; the call's own deadline only
         # guards against a server that stopped answering.
         deadline = None if timeout is None else timeout + 10.0
+        what = f"Sample from table {table!r}"
         try:
-            # Each response is decoded as it arrives, while gRPC receives the
-            # next one.
-            return RemoteSampleBatch(self._sample_call(request, timeout=deadline))
+            responses = self._sample_call(request, timeout=deadline)
         except grpc.RpcError as error:
-            raise error_from_rpc(error, f"Sample from table {table!r}") from None
+            raise error_from_rpc(error, what) from None
+
+        def receive() -> RemoteSampleBatch:
+            try:
+                # Each response is decoded as it arrives, while gRPC receives
+                # the next one.
+                return RemoteSampleBatch(responses)
+            except grpc.RpcError as error:
+                raise error_from_rpc(error, what) from None
+
+        return receive
 
     def signature(self, table: str) -> Any:
         return self._info(table).signature

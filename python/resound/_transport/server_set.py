@@ -15,7 +15,7 @@ client spreads its work over them:
   ``checkpoint`` reach all of them.
 
 A server that stops answering is left out for a back-off (0.5 s, doubling up
-to 5 s) and then tried again, so a restarted server rejoins on its own. With
+to 2 s) and then tried again, so a restarted server rejoins on its own. With
 ``failover``, a writer whose server went away sends its unconfirmed items
 (chunks included) to another server and carries on there.
 
@@ -33,6 +33,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import queue
@@ -54,7 +55,7 @@ from resound.table_info import TableInfo, combined
 __all__ = ["Member", "ServerSet"]
 
 # A server that failed a call is left out this long, doubling per failure.
-_DOWN_BACKOFF_START, _DOWN_BACKOFF_MAX = 0.5, 5.0
+_DOWN_BACKOFF_START, _DOWN_BACKOFF_MAX = 0.5, 2.0
 # A dns: target is resolved again this often, and sooner after a failure.
 _RESOLVE_EVERY_SECONDS = 30.0
 _RESOLVE_AFTER_FAILURE_SECONDS = 1.0
@@ -63,8 +64,17 @@ _REMEMBERED_KEYS = 1 << 16
 # Waits for a rate limiter go in slices this long, so that a share waiting on
 # one server can move to another and a closed iterator stops soon.
 _WAIT_SLICE_SECONDS = 0.1
+# Sample requests ask for at least this many samples where a batch allows.
+_MIN_SHARE = 128
+# A server that had nothing to sample is asked again this often (without
+# waiting) while others serve.
+_STARVED_RECHECK_SECONDS = 0.05
 # Errors that mean "this server is not there (now)".
 _GONE = (ConnectionError, CancelledError)
+
+
+def _reraise(error: BaseException) -> Any:
+    raise error
 
 
 class Member:
@@ -77,8 +87,8 @@ class Member:
         self.client = Client(address, transport=transport_kind)
         self.failures = 0
         self.down_until = 0.0
-        # Tables whose last sample request here found nothing to give.
-        self.starved: set[str] = set()
+        # Tables whose last sample request here found nothing to give, and when.
+        self.starved: dict[str, float] = {}
 
     def __repr__(self) -> str:
         return f"Member({self.address!r})"
@@ -97,7 +107,8 @@ class ServerSet:
         self._resolve_soon = False
         if target.addresses is not None:
             self._members = [Member(a, transport_kind) for a in target.addresses]
-        self._turn = itertools.count()
+        self._turn = itertools.count()  # rotates shares and replacements
+        self._writer_turn = itertools.count()  # new writers and inserts: in turn
         self._pool = WorkerPool("client")
         self._owners: dict[int, Member] = {}
         self._remembered: deque[list[int]] = deque()
@@ -165,7 +176,7 @@ class ServerSet:
     def next_member(self) -> Member:
         """The server for a new writer or insert: the live ones in turn."""
         candidates = self.live() or self.members()
-        return candidates[next(self._turn) % len(candidates)]
+        return candidates[next(self._writer_turn) % len(candidates)]
 
     def member_for(self, tables: Iterable[str]) -> Member:
         """The next server (in turn) that answers with the options of
@@ -285,9 +296,11 @@ class ServerSet:
 
         Requests never ask for more than is still missing, so no sample is
         taken and then dropped: a share waiting on one server moves to the
-        others only when that wait's slice ends.
+        others only when that wait's slice ends. Requests to remote servers
+        all start at once and their answers are read in the order asked (no
+        thread hand-offs: the decoding needs this thread's GIL anyway).
         """
-        done: queue.SimpleQueue[tuple[Member, Any]] = queue.SimpleQueue()
+        pending: deque[tuple[Member, Callable[[], Any]]] = deque()
         outstanding: dict[Member, int] = {}
         parts: list[tuple[Member, Any]] = []
         taken = 0
@@ -315,23 +328,29 @@ class ServerSet:
                             if deadline is not None:
                                 wait = min(wait, max(0.0, deadline - now))
                         outstanding[member] = size
-                        inline = len(requests) == 1 and len(outstanding) == 1
-                        self._sample_on(member, table, size, wait, done, inline)
+                        alone = len(requests) == 1 and len(outstanding) == 1
+                        pending.append(
+                            (member, self._start_sample(member, table, size, wait, alone))
+                        )
                 if not outstanding:
                     failure = self._unreachable(last_gone)
             if not outstanding:
                 break
-            member, outcome = done.get()
+            member, finish = pending.popleft()
+            try:
+                outcome = finish()
+            except BaseException as error:  # noqa: BLE001 - sorted out below
+                outcome = error
             del outstanding[member]
             if isinstance(outcome, DeadlineExceededError):
-                member.starved.add(table)
+                member.starved[table] = time.monotonic()
             elif isinstance(outcome, _GONE):
                 self.mark_down(member)
                 last_gone = outcome
             elif isinstance(outcome, BaseException):
                 failure = failure or outcome
             else:
-                member.starved.discard(table)
+                member.starved.pop(table, None)
                 self.mark_up(member)
                 parts.append((member, outcome))
                 taken += len(outcome)
@@ -352,48 +371,67 @@ class ServerSet:
     ) -> list[tuple[Member, int, bool]]:
         """Who is asked for how many of the ``missing`` samples, and whether
         each request may wait for the rate limiter."""
+        now = time.monotonic()
         idle = [m for m in self.live() if m not in outstanding]
         ready = [m for m in idle if table not in m.starved]
         if ready:
-            targets = [(m, True) for m in ready]
+            # A request costs about as much as a hundred samples: a batch is
+            # shared out in requests of at least _MIN_SHARE samples, over as
+            # many servers as that allows, starting with each in turn.
+            start = next(self._turn)
+            count = max(1, min(len(ready), missing // _MIN_SHARE))
+            targets = [(ready[(start + i) % len(ready)], True) for i in range(count)]
             if first_round:
-                # Servers that had nothing last time are asked without
-                # waiting, so one that has samples again is found.
-                targets += [(m, False) for m in idle if table in m.starved]
+                # Servers that had nothing are asked again without waiting
+                # (every so often), so one that has samples again is found.
+                targets += [
+                    (m, False)
+                    for m in idle
+                    if now - m.starved.get(table, now) >= _STARVED_RECHECK_SECONDS
+                ]
         elif not outstanding:
             targets = [(m, True) for m in idle]  # nothing anywhere: wait on all
         else:
             return []
         share, extra = divmod(missing, len(targets)) if targets else (0, 0)
-        start = next(self._turn)
         plan = []
-        for index in range(len(targets)):
-            member, waits = targets[(start + index) % len(targets)]
+        for index, (member, waits) in enumerate(targets):
             size = min(share + (index < extra), _core.MAX_SAMPLES_PER_CALL)
             if size > 0:
                 plan.append((member, size, waits))
         return plan
 
-    def _sample_on(
-        self,
-        member: Member,
-        table: str,
-        size: int,
-        wait: float,
-        done: queue.SimpleQueue[tuple[Member, Any]],
-        inline: bool,
-    ) -> None:
+    def _start_sample(
+        self, member: Member, table: str, size: int, wait: float, alone: bool
+    ) -> Callable[[], Any]:
+        """Starts a sample request on ``member``; returns the function that
+        waits for its batch (raising what the request raised)."""
+        try:
+            transport = self.transport(member)
+            start = getattr(transport, "start_sample", None)
+            if start is not None:  # remote: gRPC runs the call meanwhile
+                return start(table, size, wait)
+            if alone:  # nothing else to overlap with: call it when asked
+                return functools.partial(transport.sample, table, size, wait)
+        except BaseException as error:  # noqa: BLE001 - raised by the returned function
+            return functools.partial(_reraise, error)
+        # In-process: the core waits without the GIL, on a pool thread.
+        done: queue.SimpleQueue[tuple[Any, BaseException | None]] = queue.SimpleQueue()
+
         def run() -> None:
             try:
-                outcome = self.transport(member).sample(table, size, wait)
-            except BaseException as error:  # noqa: BLE001 - handed to take()
-                outcome = error
-            done.put((member, outcome))
+                done.put((transport.sample(table, size, wait), None))
+            except BaseException as error:  # noqa: BLE001 - raised by finish()
+                done.put((None, error))
 
-        if inline:
-            run()
-        else:
-            self._pool.submit(run)
+        def finish() -> Any:
+            batch, error = done.get()
+            if error is not None:
+                raise error
+            return batch
+
+        self._pool.submit(run)
+        return finish
 
     def _remember(self, parts: list[tuple[Member, Any]]) -> None:
         with self._lock:
