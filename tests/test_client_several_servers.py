@@ -148,6 +148,18 @@ def test_pickling_keeps_the_servers_and_failover(servers) -> None:
     assert copy.server_info()["q"].max_size == 3000
 
 
+def test_pickled_copies_start_their_writers_on_the_servers_in_turn(servers) -> None:
+    # A driver pickles the client once per actor task: each copy's first
+    # writer goes to the next server, so actors spread evenly.
+    client = resound.Client(addresses(servers), transport="grpc")
+    for actor in range(6):
+        copy = pickle.loads(pickle.dumps(client))
+        with copy.trajectory_writer(1) as writer:
+            writer.append([np.float32(actor)])
+            writer.create_item("q", 1.0, [writer.history[0][-1:]])
+    assert sizes(servers, "q") == [2, 2, 2]
+
+
 # --- sampling
 
 

@@ -172,7 +172,8 @@ class Client:
     def __reduce__(self) -> tuple[Any, ...]:
         if self._address == "in-process":
             raise TypeError("an in-process client of an embedded server cannot be pickled")
-        return (_client, (self._address, self._transport_kind, self._failover))
+        turn = None if self._servers is None else self._servers.turn_for_copy()
+        return (_client, (self._address, self._transport_kind, self._failover, turn))
 
     def __repr__(self) -> str:
         return f"Client, server_address={self._address}"
@@ -700,6 +701,9 @@ def _concatenate(arrays: Sequence[np.ndarray]) -> np.ndarray:
     return np.concatenate(arrays)
 
 
-def _client(address: str, transport: str, failover: bool = True) -> Client:
+def _client(address: str, transport: str, failover: bool = True, turn: int | None = None) -> Client:
     # Unpickling: keyword arguments cannot travel in __reduce__'s args.
-    return Client(address, transport=transport, failover=failover)
+    client = Client(address, transport=transport, failover=failover)
+    if turn is not None and client._servers is not None:
+        client._servers.start_turns_at(turn)
+    return client

@@ -37,6 +37,7 @@ import functools
 import itertools
 import math
 import queue
+import random
 import threading
 import time
 from collections import deque
@@ -107,8 +108,11 @@ class ServerSet:
         self._resolve_soon = False
         if target.addresses is not None:
             self._members = [Member(a, transport_kind) for a in target.addresses]
-        self._turn = itertools.count()  # rotates shares and replacements
-        self._writer_turn = itertools.count()  # new writers and inserts: in turn
+        # Turns start at random: clients in many processes (each unpickling
+        # its own copy) then spread their writers instead of all starting
+        # with the first server.
+        self._turn = itertools.count(random.randrange(1 << 16))  # shares, replacements
+        self._writer_turn = itertools.count(random.randrange(1 << 16))  # writers, inserts
         self._pool = WorkerPool("client")
         self._owners: dict[int, Member] = {}
         self._remembered: deque[list[int]] = deque()
@@ -177,6 +181,15 @@ class ServerSet:
         """The server for a new writer or insert: the live ones in turn."""
         candidates = self.live() or self.members()
         return candidates[next(self._writer_turn) % len(candidates)]
+
+    def turn_for_copy(self) -> int:
+        """Where a pickled copy of the client starts its turns: each copy the
+        next (a driver pickling the client for each of its actor tasks
+        spreads their writers over the servers in turn)."""
+        return next(self._writer_turn)
+
+    def start_turns_at(self, turn: int) -> None:
+        self._writer_turn = itertools.count(turn)
 
     def member_for(self, tables: Iterable[str]) -> Member:
         """The next server (in turn) that answers with the options of
@@ -390,7 +403,10 @@ class ServerSet:
                     if now - m.starved.get(table, now) >= _STARVED_RECHECK_SECONDS
                 ]
         elif not outstanding:
-            targets = [(m, True) for m in idle]  # nothing anywhere: wait on all
+            # Nothing anywhere: wait on all, each in turn first (if fewer
+            # samples are missing than there are servers, some get no share).
+            start = next(self._turn)
+            targets = [(idle[(start + i) % len(idle)], True) for i in range(len(idle))]
         else:
             return []
         share, extra = divmod(missing, len(targets)) if targets else (0, 0)
