@@ -2,18 +2,21 @@
 machine): how inserts and samples scale with servers, and where the CPU goes.
 
 Workloads (4 KB items, every server a fresh subprocess per row):
-  * insert: each client process runs one trajectory writer per server in
-    turn (append + create_item over the last step), flushing at the end;
+  * insert: each client process runs 3 trajectory writers in turn (append +
+    create_item over the last step), flushing at the end; the writers go to
+    the servers in turn, so with 1 server all 3 write to it;
   * sample_batch: each client process calls sample_batch(table, 256) in a
     loop; the servers hold 20,000 items between them.
 Each row runs with 1 and with 2 client processes. The 1-server row of each
 workload is the baseline in the same run (ratio column). CPU columns give the
 cores each side used on average (user + system time of its processes over
-the timed window, from /proc), which shows where the time goes: on a machine
-of few cores the servers and clients share them, so more servers cannot add
-throughput once the cores are busy.
+the timed window, from /proc), and the CPU microseconds each side spends per
+item, which show where the time goes: on a machine of few cores the servers
+and clients share them, so more servers cannot add throughput once the cores
+are busy (or while one client process, bound by its GIL, is the limit).
 
 Usage: python bench/bench_scale_out.py [--quick] [--servers 1,2,3] [--clients 1,2]
+                                      [--workloads insert,sample_batch]
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ addresses, kind, seconds = sys.argv[1].split(","), sys.argv[2], float(sys.argv[3
 client = resound.Client(addresses, transport="grpc")
 x = np.random.default_rng(0).integers(0, 256, 4000, dtype=np.uint8)
 if kind == "insert":
-    writers = [client.trajectory_writer(1) for _ in addresses]
+    writers = [client.trajectory_writer(1) for _ in range(3)]
 else:
     client.sample_batch("replay", 256)  # connections up before the clock starts
 print("ready", flush=True)
@@ -153,6 +156,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="short runs (smoke)")
     parser.add_argument("--servers", default="1,2,3", help="server counts (default 1,2,3)")
     parser.add_argument("--clients", default="1,2", help="client process counts (default 1,2)")
+    parser.add_argument(
+        "--workloads", default="insert,sample_batch", help="default insert,sample_batch"
+    )
     args = parser.parse_args()
     seconds = 0.5 if args.quick else 3.0
     repeats = 1 if args.quick else 3
@@ -160,7 +166,9 @@ def main() -> None:
     client_counts = [int(n) for n in args.clients.split(",")]
     print(f"{os.cpu_count()} cores; medians of {repeats} runs of {seconds} s")
     rows = []
-    for kind in ("insert", "sample_batch"):
+    for kind in args.workloads.split(","):
+        if kind not in ("insert", "sample_batch"):
+            parser.error(f"--workloads: {kind!r} is not insert or sample_batch")
         for num_clients in client_counts:
             baseline = None
             for num_servers in server_counts:
@@ -181,12 +189,25 @@ def main() -> None:
                         f"{servers_cores:.2f}",
                         f"{clients_cores:.2f}",
                         f"{servers_cores + clients_cores:.2f}",
+                        f"{servers_cores / rate * 1e6:.1f}",
+                        f"{clients_cores / rate * 1e6:.1f}",
                     ]
                 )
                 print("  " + " | ".join(rows[-1]), flush=True)
     print_table(
         "4 KB items/s with 1-3 servers (ratio: against 1 server in this run; CPU in cores)",
-        ["workload", "clients", "servers", "items/s", "ratio", "server CPU", "client CPU", "total"],
+        [
+            "workload",
+            "clients",
+            "servers",
+            "items/s",
+            "ratio",
+            "server CPU",
+            "client CPU",
+            "total",
+            "server us/item",
+            "client us/item",
+        ],
         rows,
     )
 
