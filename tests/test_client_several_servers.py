@@ -5,9 +5,11 @@ what happens when servers have nothing or are gone. The same against
 
 from __future__ import annotations
 
+import gc
 import pickle
 import socket
 import threading
+import weakref
 from collections.abc import Iterator
 
 import numpy as np
@@ -264,3 +266,21 @@ def test_unknown_tables_raise_not_found(servers) -> None:
         client.sample_batch("nope", 2, timeout=SAFETY)
     with pytest.raises(resound.NotFoundError):
         client.update_priorities("nope", {1: 1.0})
+
+
+def test_a_dropped_client_leaves_no_thread_or_stream_behind(servers) -> None:
+    before = {t for t in threading.enumerate() if t.name == "resound-insert-stream"}
+    client = resound.Client(addresses(servers), transport="grpc")
+    for value in range(3):
+        client.insert([np.float32(value)], priorities={"q": 1.0})
+    client.sample_batch("q", 3, timeout=SAFETY)
+    streams = {t for t in threading.enumerate() if t.name == "resound-insert-stream"} - before
+    assert len(streams) == 3  # each server's insert() stream
+    servers[0].stop()
+    with pytest.raises(ConnectionError):
+        client.reset("q")  # the calls ran on pool threads, one failed
+    servers_ref = weakref.ref(client._servers)
+    del client
+    gc.collect()
+    wait_until(lambda: not any(t.is_alive() for t in streams), "the streams ended")
+    assert servers_ref() is None

@@ -40,6 +40,7 @@ import queue
 import random
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -76,6 +77,12 @@ _GONE = (ConnectionError, CancelledError)
 
 def _reraise(error: BaseException) -> Any:
     raise error
+
+
+def _call_weakly(method: weakref.WeakMethod, *args: Any) -> Any:
+    """``method(*args)`` while its object lives; None after."""
+    bound = method()
+    return None if bound is None else bound(*args)
 
 
 class Member:
@@ -173,8 +180,11 @@ class ServerSet:
     def transport(self, member: Member) -> Any:
         """The member's transport, with writer failover when configured."""
         transport = member.client._transport
-        if isinstance(transport, RemoteTransport):
-            transport.failover = self._replacement if self._failover else self._no_replacement
+        if isinstance(transport, RemoteTransport) and transport.failover is None:
+            # Weakly: the streams' threads must not keep the set (and with it
+            # the clients whose finalizers end those streams) alive.
+            method = self._replacement if self._failover else self._no_replacement
+            transport.failover = functools.partial(_call_weakly, weakref.WeakMethod(method))
         return transport
 
     def next_member(self) -> Member:

@@ -42,10 +42,15 @@ class WorkerPool:
             if self._idle:
                 self._idle.pop().put(job)
                 return
-        threading.Thread(target=self._work, args=(job,), name=self._name, daemon=True).start()
-
-    def _work(self, job: Callable[[], None] | None) -> None:
+        # The job goes through the slot, not the thread's arguments: a Thread
+        # keeps its arguments until it ends, and with them whatever the job
+        # references.
         slot: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        slot.put(job)
+        threading.Thread(target=self._work, args=(slot,), name=self._name, daemon=True).start()
+
+    def _work(self, slot: queue.SimpleQueue[Callable[[], None]]) -> None:
+        job: Callable[[], None] | None = slot.get()
         while job is not None:
             with contextlib.suppress(BaseException):  # jobs report their own outcome
                 job()
