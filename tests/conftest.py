@@ -28,6 +28,17 @@ from resound import _core
 # correct; never used as the timeout of a blocking call being tested.
 SAFETY = 20.0
 
+# A resound-server config table: Uniform sampling of up to 100,000 items,
+# ready to sample from the first one.
+REPLAY_TABLE_TOML = """
+[[tables]]
+name = "replay"
+sampler = "uniform"
+remover = "fifo"
+max_size = 100000
+rate_limiter = { kind = "min_size", min_size_to_sample = 1 }
+"""
+
 
 def column(chunk_key: int, offset: int = 0, length: int = 1, squeeze: bool = False) -> tuple:
     """A one-slice trajectory column."""

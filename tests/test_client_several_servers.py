@@ -284,3 +284,21 @@ def test_a_dropped_client_leaves_no_thread_or_stream_behind(servers) -> None:
     gc.collect()
     wait_until(lambda: not any(t.is_alive() for t in streams), "the streams ended")
     assert servers_ref() is None
+
+
+def test_structured_writers_stick_to_one_server_each(servers) -> None:
+    from resound import structured_writer as sw
+
+    step = sw.create_reference_step({"x": None})
+    config = sw.create_config({"x": step["x"][-2:]}, "q", [sw.Condition.step_index() >= 1])
+    client = resound.Client(addresses(servers), transport="grpc")
+    for writer_index in range(3):
+        with client.structured_writer([config]) as writer:
+            for value in range(5):
+                writer.append({"x": np.float32(10 * writer_index + value)})
+    assert sizes(servers, "q") == [4, 4, 4]
+    for server in servers:  # each server holds one writer's pairs of steps
+        samples = list(server.in_process_client().sample("q", 4, emit_timesteps=False))
+        pairs = [s.data[0].tolist() for s in samples]
+        first = int(pairs[0][0]) // 10 * 10
+        assert pairs == [[first + v, first + v + 1] for v in range(4)]

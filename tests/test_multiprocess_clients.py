@@ -12,16 +12,7 @@ from pathlib import Path
 
 import resound
 
-from conftest import ServerProcess
-
-CONFIG = """
-[[tables]]
-name = "replay"
-sampler = "uniform"
-remover = "fifo"
-max_size = 100000
-rate_limiter = { kind = "min_size", min_size_to_sample = 1 }
-"""
+from conftest import REPLAY_TABLE_TOML, ServerProcess
 
 WRITER = textwrap.dedent(
     """
@@ -62,7 +53,7 @@ SAMPLER = textwrap.dedent(
 
 def test_writers_and_a_sampler_in_separate_processes_lose_nothing(tmp_path: Path):
     config = tmp_path / "server.toml"
-    config.write_text(CONFIG)
+    config.write_text(REPLAY_TABLE_TOML)
     served = ServerProcess(config)
     try:
         port = served.wait_for(r"on 127\.0\.0\.1:(\d+)").group(1)

@@ -16,9 +16,10 @@ import pytest
 
 import resound
 
-from conftest import SAFETY, ServerProcess, wait_until
+from conftest import REPLAY_TABLE_TOML, SAFETY, ServerProcess, wait_until
 
-CONFIG = """
+CONFIG = (
+    """
 [server]
 host = "127.0.0.1"
 
@@ -26,14 +27,9 @@ host = "127.0.0.1"
 name = "queue"
 kind = "queue"
 max_size = 10000
-
-[[tables]]
-name = "replay"
-sampler = "uniform"
-remover = "fifo"
-max_size = 100000
-rate_limiter = { kind = "min_size", min_size_to_sample = 1 }
 """
+    + REPLAY_TABLE_TOML
+)
 SERVING = r"serving 2 table\(s\) on 127\.0\.0\.1:(\d+)"
 
 
