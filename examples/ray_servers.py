@@ -11,8 +11,8 @@ Ray on the same port and rejoins the client by itself.
 
 On a Ray cluster, give each server a fixed port (``--base-port``) that the
 nodes may reach, and set ``HOST = '0.0.0.0'``: the servers listen on
-127.0.0.1 unless told otherwise, and the service has no authentication of its
-own, so open it only on a trusted network.
+127.0.0.1 unless told otherwise; beyond a trusted network, give the servers
+``tls=resound.ServerTls(...)`` and the client ``tls=resound.ClientTls(...)``.
 """
 
 from __future__ import annotations

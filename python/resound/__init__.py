@@ -21,7 +21,7 @@ Example:
 
 from typing import Any
 
-from resound import _core, checkpointers, errors, item_selectors, nest, rate_limiters, specs
+from resound import _core, checkpointers, errors, item_selectors, nest, rate_limiters, specs, tls
 from resound.batch_iterator import BatchIterator
 from resound.client import Client
 from resound.errors import CancelledError, DeadlineExceededError, NotFoundError, ReverbError
@@ -30,6 +30,7 @@ from resound.server import Server
 from resound.specs import TensorSpec
 from resound.table import Table
 from resound.table_info import TableInfo
+from resound.tls import ClientTls, ServerTls
 from resound.trajectory_writer import CellRef, TrajectoryColumn, TrajectoryWriter
 
 # Reverb exposes the selectors module under both names.
@@ -40,12 +41,14 @@ __all__ = [
     "CancelledError",
     "CellRef",
     "Client",
+    "ClientTls",
     "DeadlineExceededError",
     "NotFoundError",
     "ReplaySample",
     "ReverbError",
     "SampleInfo",
     "Server",
+    "ServerTls",
     "Table",
     "TableInfo",
     "TensorSpec",
@@ -62,6 +65,7 @@ __all__ = [
     "specs",
     "structured",
     "structured_writer",
+    "tls",
 ]
 __version__ = "0.1.0"
 

@@ -43,6 +43,7 @@ from resound._transport.targets import parse_target
 from resound.batch_iterator import BatchIterator
 from resound.errors import DeadlineExceededError
 from resound.replay_sample import ReplaySample, SampleInfo
+from resound.tls import ClientTls
 from resound.trajectory_writer import TrajectoryWriter, _as_array, _random_source
 
 if TYPE_CHECKING:
@@ -65,6 +66,8 @@ class Client:
         as it changes).
       transport: ``'auto'`` (the default) calls a server of this process
         directly and any other over gRPC; ``'grpc'`` always uses gRPC.
+      tls: None (plaintext), or a ``resound.tls.ClientTls`` for servers
+        that serve TLS (every server, with several).
       failover: with several servers, a writer whose server goes away
         (unreachable or stopping) sends its unconfirmed items, with their
         chunks, to another server and carries on (True, the default); with
@@ -83,12 +86,16 @@ class Client:
         *,
         transport: str = "auto",
         failover: bool = True,
+        tls: ClientTls | None = None,
     ) -> None:
         target = parse_target(server_address)
         if transport not in ("auto", "grpc"):
             raise ValueError(f"transport must be 'auto' or 'grpc', got {transport!r}")
         if not isinstance(failover, bool):
             raise ValueError(f"failover must be True or False, got {failover!r}")
+        if tls is not None and not isinstance(tls, ClientTls):
+            raise ValueError(f"tls must be a resound.tls.ClientTls or None, got {tls!r}")
+        self._tls = tls
         self._address = target.text
         self._transport_obj: Any = None
         self._transport_kind = transport
@@ -98,7 +105,7 @@ class Client:
         if target.several:
             from resound._transport.server_set import ServerSet
 
-            self._servers = ServerSet(target, transport, failover)
+            self._servers = ServerSet(target, transport, failover, tls)
 
     @classmethod
     def _in_process(cls, server: Server) -> Client:
@@ -110,6 +117,7 @@ class Client:
         client._transport_obj = EmbeddedTransport(server)
         client._transport_kind = "auto"
         client._failover = True
+        client._tls = None
         client._random = _random_source()
         client._servers = None
         return client
@@ -164,7 +172,7 @@ class Client:
             if server is None:
                 if transport is not None:
                     return transport
-                transport = self._transport_obj = RemoteTransport(self._address)
+                transport = self._transport_obj = RemoteTransport(self._address, self._tls)
                 return transport
             transport = self._transport_obj = EmbeddedTransport(server)
         return transport
@@ -173,7 +181,7 @@ class Client:
         if self._address == "in-process":
             raise TypeError("an in-process client of an embedded server cannot be pickled")
         turn = None if self._servers is None else self._servers.turn_for_copy()
-        return (_client, (self._address, self._transport_kind, self._failover, turn))
+        return (_client, (self._address, self._transport_kind, self._failover, turn, self._tls))
 
     def __repr__(self) -> str:
         return f"Client, server_address={self._address}"
@@ -701,9 +709,15 @@ def _concatenate(arrays: Sequence[np.ndarray]) -> np.ndarray:
     return np.concatenate(arrays)
 
 
-def _client(address: str, transport: str, failover: bool = True, turn: int | None = None) -> Client:
+def _client(
+    address: str,
+    transport: str,
+    failover: bool = True,
+    turn: int | None = None,
+    tls: ClientTls | None = None,
+) -> Client:
     # Unpickling: keyword arguments cannot travel in __reduce__'s args.
-    client = Client(address, transport=transport, failover=failover)
+    client = Client(address, transport=transport, failover=failover, tls=tls)
     if turn is not None and client._servers is not None:
         client._servers.start_turns_at(turn)
     return client

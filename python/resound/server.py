@@ -3,10 +3,11 @@
 ``Server(tables)`` serves the tables over gRPC on ``127.0.0.1:<port>``:
 clients in other processes reach it with ``Client('localhost:<port>')``.
 Only this machine can connect unless ``host`` says otherwise: serving other
-hosts (``host='0.0.0.0'`` or an interface's address) is an explicit choice,
-and the service has no authentication of its own (yet), so do it on trusted
-networks only. ``Server(tables, listen=False)`` is the embedded mode: no
-socket at all, only in-process clients, which call the C++ core directly. A
+hosts (``host='0.0.0.0'`` or an interface's address) is an explicit choice;
+do it on trusted networks, or with ``tls=resound.ServerTls(...)`` (TLS, and
+client certificates when it has a ``client_ca``). ``Server(tables,
+listen=False)`` is the embedded mode: no socket at all, only in-process
+clients, which call the C++ core directly. A
 ``Client`` given the address of a server in the same process also takes the
 in-process path.
 
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from resound.checkpointers import CheckpointerBase, default_checkpointer
 from resound.table import Table
+from resound.tls import ServerTls
 
 if TYPE_CHECKING:
     from resound.client import Client
@@ -112,6 +114,9 @@ class Server:
       listen: False for the embedded mode (no socket, in-process clients only).
       host: the interface to serve on; the default (loopback) admits only
         this machine. ``'0.0.0.0'`` or ``'::'`` serves every interface.
+      tls: None (plaintext), or a ``resound.tls.ServerTls``: only TLS
+        connections are accepted, with client certificates required if it
+        has a ``client_ca``.
     """
 
     def __init__(
@@ -122,6 +127,7 @@ class Server:
         *,
         listen: bool = True,
         host: str = "127.0.0.1",
+        tls: ServerTls | None = None,
     ) -> None:
         if not tables:
             raise ValueError("At least one table must be provided")
@@ -146,6 +152,13 @@ class Server:
             raise ValueError(f"port must be an int in [1, 65535] or None, got {port!r}")
         if not isinstance(host, str) or not host:
             raise ValueError(f"host must be a nonempty str such as '127.0.0.1', got {host!r}")
+        if tls is not None and not isinstance(tls, ServerTls):
+            raise ValueError(f"tls must be a resound.tls.ServerTls or None, got {tls!r}")
+        if tls is not None and not listen:
+            raise ValueError(
+                "tls needs a listening server (listen=True): embedded mode has no socket"
+            )
+        self._tls = tls
         self._tables = {table.name: table for table in tables}
         self._checkpointer = checkpointer
         self._checkpoint_lock = threading.Lock()
@@ -176,14 +189,22 @@ class Server:
             # A port another server holds is an error, not a shared port.
             options=[*CHANNEL_OPTIONS, ("grpc.so_reuseport", 0)],
         )
+        address = _bind_address(host, port)
         try:
-            bound = server.add_insecure_port(_bind_address(host, port))
+            if self._tls is None:
+                bound = server.add_insecure_port(address)
+            else:
+                bound = server.add_secure_port(address, self._tls.credentials())
         except RuntimeError:  # grpcio >= 1.63 raises instead of returning 0
             bound = 0
         if bound == 0:
+            tls_hint = ""
+            if self._tls is not None:
+                tls_hint = ", or the tls certificate_chain and private_key do not match"
             raise ValueError(
                 f"cannot serve on {host}:{port}: port {port} is already in use (by this or "
                 f"another process), or host {host!r} is not an address of this machine"
+                f"{tls_hint}"
             )
         server.start()
         self._grpc = server

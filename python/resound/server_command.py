@@ -40,11 +40,14 @@ _log = logging.getLogger("resound.server")
 
 EXAMPLE_CONFIG = """\
 # Where to serve. 127.0.0.1 admits only this machine; "0.0.0.0" (or "::")
-# serves every interface: do that on trusted networks only, the service has
-# no authentication. --host and --port override these.
+# serves every interface: do that on trusted networks only, or with TLS and
+# client certificates. --host, --port and --tls-* override these.
 [server]
 host = "127.0.0.1"
 port = 8000
+# tls_cert = "server.pem"      # TLS: the server's certificate chain and key (PEM)
+# tls_key = "server.key"
+# tls_client_ca = "ca.pem"     # and require client certificates signed by this CA
 
 # One [[tables]] block per table.
 [[tables]]
@@ -324,6 +327,15 @@ def _parser() -> argparse.ArgumentParser:
         help="keep the newest N checkpoints in DIR, deleting older ones it wrote (default 2); "
         "files it did not write are never touched",
     )
+    parser.add_argument(
+        "--tls-cert", metavar="FILE", help="serve TLS only, with this certificate chain (PEM)"
+    )
+    parser.add_argument("--tls-key", metavar="FILE", help="the TLS certificate's key (PEM)")
+    parser.add_argument(
+        "--tls-client-ca",
+        metavar="FILE",
+        help="require client certificates signed by this CA (PEM; needs --tls-cert)",
+    )
     return parser
 
 
@@ -390,9 +402,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         server_config = config.get("server", {})
         if not isinstance(server_config, dict):
             raise ConfigError("server must be a table ([server])")
-        unknown = set(server_config) - {"host", "port"}
+        allowed = ("host", "port", "tls_cert", "tls_key", "tls_client_ca")
+        unknown = set(server_config) - set(allowed)
         if unknown:
-            raise ConfigError(f"server: unknown key(s) {sorted(unknown)}; allowed: host, port")
+            raise ConfigError(
+                f"server: unknown key(s) {sorted(unknown)}; allowed: {', '.join(allowed)}"
+            )
         host = args.host or server_config.get("host", "127.0.0.1")
         port = args.port if args.port is not None else server_config.get("port")
         if not isinstance(host, str) or not host:
@@ -401,6 +416,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536
         ):
             raise ConfigError(f"server.port must be an integer in [1, 65535], got {port!r}")
+        tls = _tls_settings(args, server_config)
         tables = tables_from_config(config)
     except ConfigError as error:
         print(f"resound-server: {error}", file=sys.stderr)
@@ -421,7 +437,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     try:
         # Restores before it serves: a bad checkpoint stops it here, unserved.
-        server = resound.Server(tables, port=port, host=host, checkpointer=checkpointer)
+        server = resound.Server(tables, port=port, host=host, checkpointer=checkpointer, tls=tls)
     except (ValueError, RuntimeError, OSError) as error:
         print(f"resound-server: {error}", file=sys.stderr)
         return 2
@@ -456,7 +472,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGINT, request_stop)
     for table in tables:
         _log.info("table %s", table)
-    _log.info("serving %d table(s) on %s:%d", len(tables), host, server.port)
+    security = "plaintext" if tls is None else repr(tls)
+    _log.info("serving %d table(s) on %s:%d (%s)", len(tables), host, server.port, security)
     while not stop.wait(0.5):
         pass
     if args.checkpoint_on_stop:
@@ -464,6 +481,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     server.stop()
     _log.info("stopped")
     return 0
+
+
+def _tls_settings(args: argparse.Namespace, server_config: dict[str, Any]) -> Any:
+    """The ServerTls of the --tls-* options (else the config's tls_* keys);
+    None for plaintext. ConfigError for an incomplete set or unreadable files."""
+    from resound.tls import ServerTls
+
+    paths = {}
+    for key in ("tls_cert", "tls_key", "tls_client_ca"):
+        value = getattr(args, key) or server_config.get(key)
+        if value is not None and (not isinstance(value, str) or not value):
+            raise ConfigError(f"server.{key} must be a file path, got {value!r}")
+        paths[key] = value
+    if paths["tls_cert"] is None and paths["tls_key"] is None:
+        if paths["tls_client_ca"] is not None:
+            raise ConfigError("--tls-client-ca needs --tls-cert and --tls-key")
+        return None
+    if paths["tls_cert"] is None or paths["tls_key"] is None:
+        raise ConfigError("--tls-cert and --tls-key go together: give both or neither")
+    try:
+        return ServerTls.from_files(paths["tls_cert"], paths["tls_key"], paths["tls_client_ca"])
+    except ValueError as error:
+        raise ConfigError(f"TLS: {error}") from None
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from resound._transport.embedded import TableMeta
 from resound.errors import CancelledError, DeadlineExceededError, NotFoundError
 from resound.table import shared_chunk_store
 from resound.table_info import TableInfo
+from resound.tls import ClientTls
 
 __all__ = ["InsertStream", "RemoteTransport", "error_from_rpc", "update_arrays"]
 
@@ -85,19 +86,22 @@ def error_from_rpc(error: grpc.RpcError, what: str) -> Exception:
 class RemoteTransport:
     """Calls the tables of a server at ``address`` over gRPC."""
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, tls: ClientTls | None = None) -> None:
         self._address = address
-        self._channel = grpc.insecure_channel(
-            address,
+        options = [
+            *CHANNEL_OPTIONS,
+            *_CLIENT_CHANNEL_OPTIONS,
             # A subchannel of its own: gRPC otherwise shares connections per
             # address across channels, and one that failed against an earlier
             # server on the same port would fail this client too (backoff).
-            options=[
-                *CHANNEL_OPTIONS,
-                *_CLIENT_CHANNEL_OPTIONS,
-                ("grpc.use_local_subchannel_pool", 1),
-            ],
-        )
+            ("grpc.use_local_subchannel_pool", 1),
+        ]
+        if tls is None:
+            self._channel = grpc.insecure_channel(address, options=options)
+        else:
+            self._channel = grpc.secure_channel(
+                address, tls.credentials(), options=[*options, *tls.channel_options()]
+            )
         P = _proto  # noqa: N806 - the message module
 
         def method(name: str, kind: str, request: Any, response: Any) -> Any:

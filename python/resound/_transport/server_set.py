@@ -53,6 +53,7 @@ from resound._transport.targets import Target, resolve_name
 from resound._transport.worker_pool import WorkerPool
 from resound.errors import CancelledError, DeadlineExceededError
 from resound.table_info import TableInfo, combined
+from resound.tls import ClientTls
 
 __all__ = ["Member", "ServerSet"]
 
@@ -88,11 +89,11 @@ def _call_weakly(method: weakref.WeakMethod, *args: Any) -> Any:
 class Member:
     """One server of the set: its address, its one-server Client, its health."""
 
-    def __init__(self, address: str, transport_kind: str) -> None:
+    def __init__(self, address: str, transport_kind: str, tls: ClientTls | None) -> None:
         from resound.client import Client
 
         self.address = address
-        self.client = Client(address, transport=transport_kind)
+        self.client = Client(address, transport=transport_kind, tls=tls)
         self.failures = 0
         self.down_until = 0.0
         # Tables whose last sample request here found nothing to give, and when.
@@ -105,16 +106,19 @@ class Member:
 class ServerSet:
     """Spreads a Client's calls over the servers of ``target``."""
 
-    def __init__(self, target: Target, transport_kind: str, failover: bool) -> None:
+    def __init__(
+        self, target: Target, transport_kind: str, failover: bool, tls: ClientTls | None = None
+    ) -> None:
         self._target = target
         self._transport_kind = transport_kind
+        self._tls = tls
         self._failover = failover
         self._lock = threading.Lock()
         self._members: list[Member] = []
         self._resolved_at = -math.inf
         self._resolve_soon = False
         if target.addresses is not None:
-            self._members = [Member(a, transport_kind) for a in target.addresses]
+            self._members = [Member(a, transport_kind, tls) for a in target.addresses]
         # Turns start at random: clients in many processes (each unpickling
         # its own copy) then spread their writers instead of all starting
         # with the first server.
@@ -175,7 +179,9 @@ class ServerSet:
             ) from None
         with self._lock:
             known = {m.address: m for m in self._members}
-            self._members = [known.get(a) or Member(a, self._transport_kind) for a in addresses]
+            self._members = [
+                known.get(a) or Member(a, self._transport_kind, self._tls) for a in addresses
+            ]
 
     def transport(self, member: Member) -> Any:
         """The member's transport, with writer failover when configured."""
