@@ -46,6 +46,25 @@ class _StatusError(Exception):
         self.code = code
 
 
+class _Malformed:
+    """A request that does not parse, handed to the handler in its place (so
+    that it gets INVALID_ARGUMENT: gRPC answers INTERNAL when a deserializer
+    raises, and logs a traceback)."""
+
+    def __init__(self, message_class: Any, error: Exception) -> None:
+        self.what = f"malformed {message_class.DESCRIPTOR.name}: {error}"
+
+
+def _parser(message_class: Any) -> Any:
+    def parse(raw: bytes) -> Any:
+        try:
+            return message_class.FromString(raw)
+        except Exception as error:  # noqa: BLE001 - protobuf's DecodeError and kin
+            return _Malformed(message_class, error)
+
+    return parse
+
+
 def _status_of(error: BaseException) -> tuple[grpc.StatusCode, str]:
     if isinstance(error, _StatusError):
         return error.code, str(error)
@@ -80,28 +99,28 @@ class ReplayServicer:
                 ),
                 "Sample": grpc.unary_stream_rpc_method_handler(
                     self._guard_stream(self.sample),
-                    request_deserializer=P.SampleRequest.FromString,
+                    request_deserializer=_parser(P.SampleRequest),
                     # Bytes out: wire.encode copies chunk payloads once.
                     response_serializer=None,
                 ),
                 "MutatePriorities": grpc.unary_unary_rpc_method_handler(
                     self._guard(self.mutate_priorities),
-                    request_deserializer=P.MutatePrioritiesRequest.FromString,
+                    request_deserializer=_parser(P.MutatePrioritiesRequest),
                     response_serializer=P.MutatePrioritiesResponse.SerializeToString,
                 ),
                 "Reset": grpc.unary_unary_rpc_method_handler(
                     self._guard(self.reset),
-                    request_deserializer=P.ResetRequest.FromString,
+                    request_deserializer=_parser(P.ResetRequest),
                     response_serializer=P.ResetResponse.SerializeToString,
                 ),
                 "ServerInfo": grpc.unary_unary_rpc_method_handler(
                     self._guard(self.server_info),
-                    request_deserializer=P.ServerInfoRequest.FromString,
+                    request_deserializer=_parser(P.ServerInfoRequest),
                     response_serializer=P.ServerInfoResponse.SerializeToString,
                 ),
                 "Checkpoint": grpc.unary_unary_rpc_method_handler(
                     self._guard(self.checkpoint),
-                    request_deserializer=P.CheckpointRequest.FromString,
+                    request_deserializer=_parser(P.CheckpointRequest),
                     response_serializer=P.CheckpointResponse.SerializeToString,
                 ),
             },
@@ -112,6 +131,8 @@ class ReplayServicer:
     @staticmethod
     def _guard(method: Any) -> Any:
         def call(request: Any, context: grpc.ServicerContext) -> Any:
+            if isinstance(request, _Malformed):
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.what)
             try:
                 return method(request, context)
             except Exception as error:  # noqa: BLE001 - reported to the client
@@ -122,6 +143,8 @@ class ReplayServicer:
     @staticmethod
     def _guard_stream(method: Any) -> Any:
         def call(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+            if isinstance(request, _Malformed):
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.what)
             try:
                 yield from method(request, context)
             except Exception as error:  # noqa: BLE001 - reported to the client
