@@ -229,6 +229,9 @@ class ServerProcess:
             stdout=subprocess.DEVNULL,
             text=True,
         )
+        self._start_reader()
+
+    def _start_reader(self) -> None:
         self.lines: queue.Queue[str] = queue.Queue()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()

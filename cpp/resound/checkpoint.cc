@@ -150,6 +150,17 @@ CheckpointSummary::TableSummary GetTable(RecordDecoder& in) {
     in.Fail(std::string("invalid table configuration: ") + error.what());
   }
   if (table.num_items < 0) in.Fail("negative number of items");
+  // The limiter counts the table's size as inserts - deletes: counters that
+  // disagree with the items would leave a restored table that cannot sample.
+  const auto& counters = table.counters;
+  if (counters.inserts < 0 || counters.samples < 0 || counters.deletes < 0 ||
+      table.num_deleted_episodes < 0 || table.num_unique_samples < 0) {
+    in.Fail("negative counter");
+  }
+  if (counters.deletes > counters.inserts || counters.inserts - counters.deletes != table.num_items) {
+    in.Fail("insert count " + std::to_string(counters.inserts) + " - delete count " +
+            std::to_string(counters.deletes) + " != number of items " + std::to_string(table.num_items));
+  }
   return table;
 }
 
@@ -444,7 +455,12 @@ CheckpointSummary Checkpoint::Load(const std::string& path, const std::vector<Ta
     }
     std::string available;
     for (Table* table : tables) available += (available.empty() ? "" : ", ") + table->name();
+    std::unordered_set<std::string> seen;
     for (const auto& saved : head.tables) {
+      if (!seen.insert(saved.config.name).second) {
+        throw DataLossError("checkpoint " + path + " cannot be loaded: it holds table '" + saved.config.name +
+                            "' twice");
+      }
       auto found = by_name.find(saved.config.name);
       if (found == by_name.end()) {
         throw InvalidArgumentError("checkpoint " + path + " has table '" + saved.config.name +

@@ -9,6 +9,7 @@ a handler notices a cancelled call or a stopped server within a slice.
 
 from __future__ import annotations
 
+import errno
 import math
 import queue
 import threading
@@ -297,7 +298,16 @@ class ReplayServicer:
     def checkpoint(self, request: Any, context: grpc.ServicerContext) -> Any:
         del request, context
         self._check_running()
-        return _proto.CheckpointResponse(path=self._server.checkpoint())
+        try:
+            path = self._server.checkpoint()
+        except OSError as error:
+            # The disk, not the request: full (RESOURCE_EXHAUSTED) or not
+            # writable (FAILED_PRECONDITION). The client raises OSError.
+            code = grpc.StatusCode.FAILED_PRECONDITION
+            if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+                code = grpc.StatusCode.RESOURCE_EXHAUSTED
+            raise _StatusError(code, f"checkpoint not written: {error}") from None
+        return _proto.CheckpointResponse(path=path)
 
 
 _END = object()

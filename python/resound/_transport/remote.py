@@ -59,6 +59,8 @@ _BACKOFF_START, _BACKOFF_MAX = 0.05, 2.0
 _RECONNECT_GIVE_UP_SECONDS = 30.0
 # Waits in slices this long, so that Ctrl-C reaches the caller.
 _WAIT_SLICE_SECONDS = 0.1
+# What the server's Checkpoint answers when its disk is full or unwritable.
+_DISK_ERRORS = (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.FAILED_PRECONDITION)
 # Status codes that mean "the connection or server went away": retried.
 _TRANSIENT = (grpc.StatusCode.UNAVAILABLE,)
 
@@ -256,7 +258,12 @@ class RemoteTransport:
         return infos
 
     def checkpoint(self) -> str:
-        return self._unary(self._checkpoint_call, _proto.CheckpointRequest(), "Checkpoint").path
+        try:
+            return self._checkpoint_call(_proto.CheckpointRequest()).path
+        except grpc.RpcError as error:
+            if error.code() in _DISK_ERRORS:  # as a server of this process raises
+                raise OSError(f"Checkpoint: {error.details()}") from None
+            raise error_from_rpc(error, "Checkpoint") from None
 
     def _unary(self, call: Any, request: Any, what: str, timeout: float | None = None) -> Any:
         try:
