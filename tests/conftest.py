@@ -218,6 +218,14 @@ def server_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "resound.server_command", *args]
 
 
+def refused_start(*args: str) -> str:
+    """Runs ``resound-server`` with ``args``, expecting it to refuse to start
+    (exit status 2); what it printed on stderr."""
+    result = subprocess.run(server_command(*args), capture_output=True, text=True, timeout=SAFETY)
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    return result.stderr
+
+
 class ServerProcess:
     """A resound-server process (``--config config`` and ``args``) and the
     lines it logs."""

@@ -22,7 +22,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 import resound
 from resound.tls import ClientTls, ServerTls
 
-from conftest import SAFETY, ServerProcess
+from conftest import SAFETY, ServerProcess, refused_start
 
 
 @dataclass
@@ -302,21 +302,11 @@ def test_the_server_command_serves_tls_with_client_certificates(pki, tmp_path) -
     ],
 )
 def test_the_server_command_refuses_incomplete_tls_options(pki, tmp_path, args, message) -> None:
-    import subprocess
-
-    from conftest import server_command
-
     files = write_files(pki, tmp_path)
     config = tmp_path / "server.toml"
     config.write_text('[[tables]]\nname = "q"\nkind = "queue"\nmax_size = 10\n')
     filled = [a.format(**{k: str(v) for k, v in files.items()}) for a in args]
-    result = subprocess.run(
-        server_command("--config", str(config), *filled),
-        capture_output=True,
-        text=True,
-        timeout=SAFETY,
-    )
-    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert message in refused_start("--config", str(config), *filled)
 
 
 def test_the_server_command_takes_tls_files_from_its_config(pki, tmp_path) -> None:

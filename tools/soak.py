@@ -46,8 +46,9 @@ max_size = {max_size}
 rate_limiter = {{ kind = "min_size", min_size_to_sample = 100 }}
 """
 
-# Runs until SIGTERM, then finishes its flush and prints its count.
-WRITER = textwrap.dedent(
+# The client processes run until SIGTERM, then finish their call and print
+# their count.
+PREAMBLE = textwrap.dedent(
     """
     import signal, sys
     import numpy as np, resound
@@ -56,6 +57,10 @@ WRITER = textwrap.dedent(
     client = resound.Client(sys.argv[1], transport="grpc")
     rng = np.random.default_rng(int(sys.argv[2]))
     count = 0
+    """
+)
+WRITER = PREAMBLE + textwrap.dedent(
+    """
     with client.trajectory_writer(3) as writer:
         print("ready", flush=True)
         while not stop:
@@ -70,15 +75,8 @@ WRITER = textwrap.dedent(
     print(count, flush=True)
     """
 )
-SAMPLER = textwrap.dedent(
+SAMPLER = PREAMBLE + textwrap.dedent(
     """
-    import signal, sys
-    import numpy as np, resound
-    stop = []
-    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
-    client = resound.Client(sys.argv[1], transport="grpc")
-    rng = np.random.default_rng(int(sys.argv[2]))
-    count = 0
     print("ready", flush=True)
     while not stop:
         batch = client.sample_batch("replay", 64)
