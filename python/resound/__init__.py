@@ -24,7 +24,13 @@ from typing import Any
 from resound import _core, checkpointers, errors, item_selectors, nest, rate_limiters, specs, tls
 from resound.batch_iterator import BatchIterator
 from resound.client import Client
-from resound.errors import CancelledError, DeadlineExceededError, NotFoundError, ReverbError
+from resound.errors import (
+    CancelledError,
+    DeadlineExceededError,
+    NotFoundError,
+    ResourceExhaustedError,
+    ReverbError,
+)
 from resound.replay_sample import ReplaySample, SampleInfo
 from resound.server import Server
 from resound.specs import TensorSpec
@@ -45,6 +51,7 @@ __all__ = [
     "DeadlineExceededError",
     "NotFoundError",
     "ReplaySample",
+    "ResourceExhaustedError",
     "ReverbError",
     "SampleInfo",
     "Server",

@@ -5,7 +5,9 @@
 ``CancelledError`` (also a ``RuntimeError``) when a table is closed while or
 before the call runs. ``CheckpointError`` (also a ``ValueError``) refuses a
 checkpoint file that is truncated, corrupted, foreign or of an unknown
-version, naming the file and what is wrong. ``NotFoundError`` (unknown table) is both a
+version, naming the file and what is wrong. ``ResourceExhaustedError`` (also a
+``RuntimeError``) refuses an insert that would take a server past its
+``max_bytes``. ``NotFoundError`` (unknown table) is both a
 ``KeyError`` and, as Reverb raises for that case, a ``RuntimeError``. Bad
 arguments raise ``ValueError`` (or ``KeyError`` for unknown keys) naming the
 argument.
@@ -27,8 +29,14 @@ __all__ = [
     "CheckpointError",
     "DeadlineExceededError",
     "NotFoundError",
+    "ResourceExhaustedError",
     "ReverbError",
 ]
+
+
+class ResourceExhaustedError(ReverbError, RuntimeError):
+    """A server's limit would be exceeded (its ``max_bytes`` of chunks); the
+    message names the limit. Nothing of the refused request was stored."""
 
 
 class NotFoundError(ReverbError, KeyError, RuntimeError):

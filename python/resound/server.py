@@ -117,6 +117,11 @@ class Server:
       tls: None (plaintext), or a ``resound.tls.ServerTls``: only TLS
         connections are accepted, with client certificates required if it
         has a ``client_ca``.
+      max_bytes: None (no limit), or the most chunk bytes this process may
+        hold for the server: an insert message from a gRPC client that would
+        take it past the limit is refused whole, and its client raises
+        ResourceExhaustedError. (In-process writers are the process's own
+        and are not limited.)
     """
 
     def __init__(
@@ -128,6 +133,7 @@ class Server:
         listen: bool = True,
         host: str = "127.0.0.1",
         tls: ServerTls | None = None,
+        max_bytes: int | None = None,
     ) -> None:
         if not tables:
             raise ValueError("At least one table must be provided")
@@ -159,6 +165,11 @@ class Server:
                 "tls needs a listening server (listen=True): embedded mode has no socket"
             )
         self._tls = tls
+        if max_bytes is not None and (
+            isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1
+        ):
+            raise ValueError(f"max_bytes must be an int >= 1 or None, got {max_bytes!r}")
+        self._max_bytes = max_bytes
         self._tables = {table.name: table for table in tables}
         self._checkpointer = checkpointer
         self._checkpoint_lock = threading.Lock()
@@ -215,6 +226,11 @@ class Server:
     def port(self) -> int | None:
         """The port clients reach this server on; None in embedded mode."""
         return self._port
+
+    @property
+    def max_bytes(self) -> int | None:
+        """The limit on chunk bytes that gRPC clients' inserts respect (None: none)."""
+        return self._max_bytes
 
     @property
     def running(self) -> bool:

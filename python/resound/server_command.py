@@ -45,6 +45,7 @@ EXAMPLE_CONFIG = """\
 [server]
 host = "127.0.0.1"
 port = 8000
+# max_bytes = 8_589_934_592    # refuse inserts past 8 GiB of chunks (default: no limit)
 # tls_cert = "server.pem"      # TLS: the server's certificate chain and key (PEM)
 # tls_key = "server.key"
 # tls_client_ca = "ca.pem"     # and require client certificates signed by this CA
@@ -328,6 +329,13 @@ def _parser() -> argparse.ArgumentParser:
         "files it did not write are never touched",
     )
     parser.add_argument(
+        "--max-bytes",
+        type=_byte_count,
+        metavar="N",
+        help="refuse inserts that would take the server past N bytes of chunks "
+        "(suffixes K, M, G: powers of 1024; default: no limit)",
+    )
+    parser.add_argument(
         "--tls-cert", metavar="FILE", help="serve TLS only, with this certificate chain (PEM)"
     )
     parser.add_argument("--tls-key", metavar="FILE", help="the TLS certificate's key (PEM)")
@@ -402,7 +410,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         server_config = config.get("server", {})
         if not isinstance(server_config, dict):
             raise ConfigError("server must be a table ([server])")
-        allowed = ("host", "port", "tls_cert", "tls_key", "tls_client_ca")
+        allowed = ("host", "port", "max_bytes", "tls_cert", "tls_key", "tls_client_ca")
         unknown = set(server_config) - set(allowed)
         if unknown:
             raise ConfigError(
@@ -417,6 +425,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         ):
             raise ConfigError(f"server.port must be an integer in [1, 65535], got {port!r}")
         tls = _tls_settings(args, server_config)
+        max_bytes = args.max_bytes if args.max_bytes is not None else server_config.get("max_bytes")
+        if max_bytes is not None and (
+            isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1
+        ):
+            raise ConfigError(f"server.max_bytes must be an integer >= 1, got {max_bytes!r}")
         tables = tables_from_config(config)
     except ConfigError as error:
         print(f"resound-server: {error}", file=sys.stderr)
@@ -437,7 +450,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     try:
         # Restores before it serves: a bad checkpoint stops it here, unserved.
-        server = resound.Server(tables, port=port, host=host, checkpointer=checkpointer, tls=tls)
+        server = resound.Server(
+            tables, port=port, host=host, checkpointer=checkpointer, tls=tls, max_bytes=max_bytes
+        )
     except (ValueError, RuntimeError, OSError) as error:
         print(f"resound-server: {error}", file=sys.stderr)
         return 2
@@ -481,6 +496,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     server.stop()
     _log.info("stopped")
     return 0
+
+
+def _byte_count(text: str) -> int:
+    """``--max-bytes``: an integer, optionally with K, M or G (powers of 1024)."""
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:].upper(), 1)
+    digits = text[:-1] if scale > 1 else text
+    if not digits.isdigit() or int(digits) < 1:
+        raise argparse.ArgumentTypeError(
+            f"must be a positive integer of bytes, optionally with K, M or G, got {text!r}"
+        )
+    return int(digits) * scale
 
 
 def _tls_settings(args: argparse.Namespace, server_config: dict[str, Any]) -> Any:

@@ -205,6 +205,20 @@ class ReplayServicer:
             raise _StatusError(grpc.StatusCode.INVALID_ARGUMENT, str(error)) from None
 
     def _add_chunks(self, holder: Any, batch: Any, payloads: memoryview) -> None:
+        limit = self._server.max_bytes
+        if limit is not None and len(payloads):
+            held = self._store.memory_bytes
+            if held + len(payloads) > limit:
+                # Before anything of the message is stored: a client cannot
+                # take the server's memory past its limit (e.g. by sending
+                # chunks no item uses), and what is stored stays.
+                raise _StatusError(
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    f"the server holds {held} bytes of chunks and this message brings "
+                    f"{len(payloads)} more, past its max_bytes of {limit}; nothing of the "
+                    "message was stored (free room: reset or sample from queues, or raise "
+                    "max_bytes)",
+                )
         try:
             wire.add_chunks(holder, self._store, batch, payloads)
         except ValueError as error:

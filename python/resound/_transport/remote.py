@@ -26,7 +26,12 @@ import numpy as np
 from resound import _core, _proto, specs
 from resound._service import wire
 from resound._transport.embedded import TableMeta
-from resound.errors import CancelledError, DeadlineExceededError, NotFoundError
+from resound.errors import (
+    CancelledError,
+    DeadlineExceededError,
+    NotFoundError,
+    ResourceExhaustedError,
+)
 from resound.table import shared_chunk_store
 from resound.table_info import TableInfo
 from resound.tls import ClientTls
@@ -82,6 +87,8 @@ def error_from_rpc(error: grpc.RpcError, what: str) -> Exception:
         return NotImplementedError(details)
     if code == grpc.StatusCode.UNAVAILABLE:
         return ConnectionError(message)
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return ResourceExhaustedError(message)
     return RuntimeError(f"{message} ({code})")
 
 
