@@ -105,3 +105,27 @@ def test_the_server_command_refuses_bad_limits(tmp_path, args, config, message) 
     path = tmp_path / "server.toml"
     path.write_text(config + CONFIG)
     assert message in refused_start("--config", str(path), *args)
+
+
+def test_a_message_past_max_message_bytes_is_refused_before_it_is_read(tmp_path) -> None:
+    config = tmp_path / "server.toml"
+    config.write_text(CONFIG)
+    served = ServerProcess(config, "--max-message-bytes", "64M")
+    try:
+        address = f"127.0.0.1:{served.wait_for(SERVING).group(1)}"
+        client = resound.Client(address)
+        client.insert([np.zeros(1000, np.float32)], priorities={"q": 1.0})
+        huge = np.zeros(20 << 20, np.float32)  # one 80 MB chunk
+        with pytest.raises(resound.ResourceExhaustedError, match="larger than max"):
+            client.insert([huge], priorities={"q": 1.0})
+        # What was stored stays, and the server serves new clients.
+        again = resound.Client(address)
+        assert again.server_info()["q"].current_size == 1
+    finally:
+        assert served.stop() == 0
+
+
+@pytest.mark.parametrize("value", [1 << 20, (1 << 30) + 1, 2.0])
+def test_bad_max_message_bytes_is_refused(value) -> None:
+    with pytest.raises(ValueError, match=r"max_message_bytes must be an int in \[67108864, "):
+        resound.Server([resound.Table.queue("q", 10)], max_message_bytes=value)

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from concurrent import futures
 from typing import TYPE_CHECKING, Any
 
+from resound._transport import MAX_MESSAGE_BYTES
 from resound.checkpointers import CheckpointerBase, default_checkpointer
 from resound.table import Table
 from resound.tls import ServerTls
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
 __all__ = ["Server", "find_local_server"]
 
 _LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0", "[::]", "")
+# The smallest max_message_bytes: twice what a writer packs into a message.
+_SMALLEST_MESSAGE_LIMIT = 64 << 20
 _servers_by_port: weakref.WeakValueDictionary[int, Server] = weakref.WeakValueDictionary()
 _registry_lock = threading.Lock()
 
@@ -122,6 +125,11 @@ class Server:
         take it past the limit is refused whole, and its client raises
         ResourceExhaustedError. (In-process writers are the process's own
         and are not limited.)
+      max_message_bytes: the largest request message the server reads
+        (64 MiB to 1 GiB, the default); a larger one is refused
+        (ResourceExhaustedError at its client) before it is buffered.
+        Writers pack items into messages of up to 32 MiB of chunks, so only
+        an item with larger chunks meets the limit.
     """
 
     def __init__(
@@ -134,6 +142,7 @@ class Server:
         host: str = "127.0.0.1",
         tls: ServerTls | None = None,
         max_bytes: int | None = None,
+        max_message_bytes: int | None = None,
     ) -> None:
         if not tables:
             raise ValueError("At least one table must be provided")
@@ -170,6 +179,17 @@ class Server:
         ):
             raise ValueError(f"max_bytes must be an int >= 1 or None, got {max_bytes!r}")
         self._max_bytes = max_bytes
+        if max_message_bytes is not None and (
+            isinstance(max_message_bytes, bool)
+            or not isinstance(max_message_bytes, int)
+            or not _SMALLEST_MESSAGE_LIMIT <= max_message_bytes <= MAX_MESSAGE_BYTES
+        ):
+            raise ValueError(
+                f"max_message_bytes must be an int in [{_SMALLEST_MESSAGE_LIMIT}, "
+                f"{MAX_MESSAGE_BYTES}] or None (resound's writers send messages of up to "
+                f"32 MiB of chunks), got {max_message_bytes!r}"
+            )
+        self._max_message_bytes = max_message_bytes or MAX_MESSAGE_BYTES
         self._tables = {table.name: table for table in tables}
         self._checkpointer = checkpointer
         self._checkpoint_lock = threading.Lock()
@@ -197,8 +217,12 @@ class Server:
         server = grpc.server(
             self._executor,
             handlers=[ReplayServicer(self).handler()],
-            # A port another server holds is an error, not a shared port.
-            options=[*CHANNEL_OPTIONS, ("grpc.so_reuseport", 0)],
+            options=[
+                *(o for o in CHANNEL_OPTIONS if o[0] != "grpc.max_receive_message_length"),
+                ("grpc.max_receive_message_length", self._max_message_bytes),
+                # A port another server holds is an error, not a shared port.
+                ("grpc.so_reuseport", 0),
+            ],
         )
         address = _bind_address(host, port)
         try:

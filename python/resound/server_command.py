@@ -46,6 +46,7 @@ EXAMPLE_CONFIG = """\
 host = "127.0.0.1"
 port = 8000
 # max_bytes = 8_589_934_592    # refuse inserts past 8 GiB of chunks (default: no limit)
+# max_message_bytes = 67_108_864  # refuse request messages over 64 MiB (default 1 GiB)
 # tls_cert = "server.pem"      # TLS: the server's certificate chain and key (PEM)
 # tls_key = "server.key"
 # tls_client_ca = "ca.pem"     # and require client certificates signed by this CA
@@ -336,6 +337,13 @@ def _parser() -> argparse.ArgumentParser:
         "(suffixes K, M, G: powers of 1024; default: no limit)",
     )
     parser.add_argument(
+        "--max-message-bytes",
+        type=_byte_count,
+        metavar="N",
+        help="refuse request messages larger than N bytes before reading them "
+        "(suffixes K, M, G; default 1G)",
+    )
+    parser.add_argument(
         "--tls-cert", metavar="FILE", help="serve TLS only, with this certificate chain (PEM)"
     )
     parser.add_argument("--tls-key", metavar="FILE", help="the TLS certificate's key (PEM)")
@@ -410,7 +418,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         server_config = config.get("server", {})
         if not isinstance(server_config, dict):
             raise ConfigError("server must be a table ([server])")
-        allowed = ("host", "port", "max_bytes", "tls_cert", "tls_key", "tls_client_ca")
+        allowed = (
+            "host", "port", "max_bytes", "max_message_bytes", "tls_cert", "tls_key", "tls_client_ca"
+        )  # fmt: skip
         unknown = set(server_config) - set(allowed)
         if unknown:
             raise ConfigError(
@@ -425,11 +435,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         ):
             raise ConfigError(f"server.port must be an integer in [1, 65535], got {port!r}")
         tls = _tls_settings(args, server_config)
-        max_bytes = args.max_bytes if args.max_bytes is not None else server_config.get("max_bytes")
-        if max_bytes is not None and (
-            isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1
-        ):
-            raise ConfigError(f"server.max_bytes must be an integer >= 1, got {max_bytes!r}")
+        limits = {}
+        for key in ("max_bytes", "max_message_bytes"):
+            value = getattr(args, key)
+            value = server_config.get(key) if value is None else value
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                raise ConfigError(f"server.{key} must be an integer >= 1, got {value!r}")
+            limits[key] = value
         tables = tables_from_config(config)
     except ConfigError as error:
         print(f"resound-server: {error}", file=sys.stderr)
@@ -451,7 +465,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         # Restores before it serves: a bad checkpoint stops it here, unserved.
         server = resound.Server(
-            tables, port=port, host=host, checkpointer=checkpointer, tls=tls, max_bytes=max_bytes
+            tables, port=port, host=host, checkpointer=checkpointer, tls=tls, **limits
         )
     except (ValueError, RuntimeError, OSError) as error:
         print(f"resound-server: {error}", file=sys.stderr)

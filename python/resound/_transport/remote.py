@@ -25,6 +25,7 @@ import numpy as np
 
 from resound import _core, _proto, specs
 from resound._service import wire
+from resound._transport import MAX_MESSAGE_BYTES
 from resound._transport.embedded import TableMeta
 from resound.errors import (
     CancelledError,
@@ -38,8 +39,7 @@ from resound.tls import ClientTls
 
 __all__ = ["InsertStream", "RemoteTransport", "error_from_rpc", "update_arrays"]
 
-# Channel options of both ends: messages may carry many large chunks.
-MAX_MESSAGE_BYTES = 1 << 30
+# Channel options of both ends.
 CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
