@@ -298,3 +298,33 @@ def test_repr_names_the_mode_and_tables() -> None:
         assert "name='replay'" in text
     with resound.Server([uniform_table("replay")]) as server:
         assert repr(server).startswith(f"Server(port={server.port}, tables=[")
+
+
+def listening_on(port: int) -> set[str]:
+    """The local addresses (hex, as /proc/net shows them) listening on ``port``."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as lines:
+            for line in list(lines)[1:]:
+                fields = line.split()
+                address, port_hex = fields[1].rsplit(":", 1)
+                if int(port_hex, 16) == port and fields[3] == "0A":  # LISTEN
+                    if address.startswith("0000000000000000FFFF0000"):  # IPv4-mapped IPv6
+                        address = address[-8:]
+                    elif address == "0" * 32:  # ::, as 0.0.0.0
+                        address = "0" * 8
+                    found.add(address)
+    return found
+
+
+def test_the_server_listens_on_loopback_only_unless_told_otherwise() -> None:
+    server = resound.Server([uniform_table()])
+    try:
+        assert listening_on(server.port) == {"0100007F"}  # 127.0.0.1
+    finally:
+        server.stop()
+    everywhere = resound.Server([uniform_table()], host="0.0.0.0")
+    try:
+        assert listening_on(everywhere.port) == {"00000000"}
+    finally:
+        everywhere.stop()
