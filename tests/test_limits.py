@@ -129,3 +129,76 @@ def test_a_message_past_max_message_bytes_is_refused_before_it_is_read(tmp_path)
 def test_bad_max_message_bytes_is_refused(value) -> None:
     with pytest.raises(ValueError, match=r"max_message_bytes must be an int in \[67108864, "):
         resound.Server([resound.Table.queue("q", 10)], max_message_bytes=value)
+
+
+# --- a table's max_bytes
+
+
+def bytes_table(max_bytes: int, remover: resound.selectors.ItemSelector) -> resound.Table:
+    return resound.Table(
+        "b", resound.selectors.Uniform(), remover, 1000, resound.rate_limiters.MinSize(1),
+        max_bytes=max_bytes,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("transport", ["embedded", "grpc"])
+def test_a_table_evicts_by_its_remover_to_stay_within_max_bytes(transport) -> None:
+    table = bytes_table(50_000, resound.selectors.Fifo())
+    server = resound.Server([table], listen=transport == "grpc")
+    try:
+        client = (
+            server.in_process_client()
+            if transport == "embedded"
+            else resound.Client(f"127.0.0.1:{server.port}", transport="grpc")
+        )
+        with client.trajectory_writer(1) as writer:
+            for value in range(100):  # 100 items of 4 KB: 400 KB
+                writer.append([np.full(1000, value, np.float32)])
+                writer.create_item("b", 1.0, [writer.history[0][-1:]])
+                writer.flush()
+                info = client.server_info()["b"]
+                assert info.memory_bytes <= 50_000
+        assert info.max_bytes == 50_000 and 9 <= info.current_size <= 12
+        # Fifo kept the newest items.
+        kept = sorted(float(s.data[0][0, 0]) for s in client.sample("b", 500, emit_timesteps=False))
+        assert set(kept) == set(range(100 - info.current_size, 100))
+    finally:
+        server.stop()
+
+
+def test_an_item_larger_than_max_bytes_is_refused_and_nothing_changes() -> None:
+    table = bytes_table(10_000, resound.selectors.Lifo())
+    server = resound.Server([table], listen=False)
+    client = server.in_process_client()
+    client.insert([np.zeros(1000, np.float32)], priorities={"b": 1.0})
+    with pytest.raises(ValueError, match="more than the max_bytes 10000 of table 'b'"):
+        client.insert([np.zeros(5000, np.float32)], priorities={"b": 1.0})
+    assert table.info.current_size == 1
+    assert "max_bytes=10000" in repr(table)
+    assert table.replace(name="c").info.max_bytes == 10_000
+
+
+@pytest.mark.parametrize("value", [0, -1, 2.5, True])
+def test_bad_table_max_bytes_is_refused(value) -> None:
+    with pytest.raises(ValueError, match="max_bytes"):
+        bytes_table(value, resound.selectors.Fifo())
+
+
+def test_the_server_command_takes_a_table_max_bytes(tmp_path) -> None:
+    config = tmp_path / "server.toml"
+    config.write_text(
+        CONFIG.replace('kind = "queue"', "").replace(
+            "max_size = 100000",
+            'sampler = "uniform"\nremover = "fifo"\nmax_size = 100000\nmax_bytes = 65536\n'
+            'rate_limiter = { kind = "min_size", min_size_to_sample = 1 }',
+        )
+    )
+    served = ServerProcess(config)
+    try:
+        client = resound.Client(f"127.0.0.1:{served.wait_for(SERVING).group(1)}")
+        assert client.server_info()["q"].max_bytes == 65536
+    finally:
+        assert served.stop() == 0
+    bad = tmp_path / "bad.toml"
+    bad.write_text(config.read_text().replace("65536", '"lots"'))
+    assert "max_bytes must be an integer >= 1" in refused_start("--config", str(bad))

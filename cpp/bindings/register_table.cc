@@ -330,6 +330,7 @@ gives [].)doc");
       .def_readonly("sampler", &TableInfo::sampler)
       .def_readonly("remover", &TableInfo::remover)
       .def_readonly("max_size", &TableInfo::max_size)
+      .def_readonly("max_bytes", &TableInfo::max_bytes)
       .def_readonly("max_times_sampled", &TableInfo::max_times_sampled)
       .def_property_readonly("signature", [](const TableInfo& i) { return py::bytes(i.signature); })
       .def_readonly("current_size", &TableInfo::current_size)
@@ -360,7 +361,7 @@ Example:
                        const std::shared_ptr<ItemSelector>& remover, int64_t max_size,
                        const std::shared_ptr<RateLimiter>& rate_limiter, int32_t max_times_sampled,
                        const py::bytes& signature, std::shared_ptr<ChunkStore> chunk_store,
-                       const std::optional<py::sequence>& column_specs) {
+                       const std::optional<py::sequence>& column_specs, int64_t max_bytes) {
              if (!rate_limiter) throw InvalidArgumentError("rate_limiter must be a RateLimiter, got None");
              TableConfig config{name,
                                 OptionsOf(sampler, "sampler"),
@@ -369,16 +370,19 @@ Example:
                                 max_times_sampled,
                                 rate_limiter->config(),
                                 std::string(signature),
-                                column_specs ? ToColumnSpecs(*column_specs) : std::vector<ColumnSpec>{}};
+                                column_specs ? ToColumnSpecs(*column_specs) : std::vector<ColumnSpec>{},
+                                max_bytes};
              return std::make_shared<Table>(std::move(config), std::move(chunk_store));
            }),
            py::arg("name"), py::arg("sampler"), py::arg("remover"), py::arg("max_size"),
            py::arg("rate_limiter"), py::arg("max_times_sampled") = 0, py::arg("signature") = py::bytes(),
            py::arg("chunk_store") = py::none(), py::arg("column_specs") = py::none(),
+           py::arg("max_bytes") = 0,
            "The table builds its own selectors from the sampler's and remover's options and its own "
            "limiter from rate_limiter's configuration; the objects passed in are not shared.")
       .def_property_readonly("name", &Table::name)
       .def_property_readonly("max_size", [](const Table& t) { return t.config().max_size; })
+      .def_property_readonly("max_bytes", [](const Table& t) { return t.config().max_bytes; })
       .def_property_readonly("max_times_sampled", [](const Table& t) { return t.config().max_times_sampled; })
       .def_property_readonly("signature", [](const Table& t) { return py::bytes(t.config().signature); })
       .def_property_readonly("column_specs", [](const Table& t) {

@@ -23,6 +23,9 @@ void TableConfig::Validate() const {
   if (max_size < 1) {
     throw InvalidArgumentError("max_size must be a positive integer, got " + std::to_string(max_size));
   }
+  if (max_bytes < 0) {
+    throw InvalidArgumentError("max_bytes must be >= 0 (0: no limit), got " + std::to_string(max_bytes));
+  }
   rate_limiter.Validate();
   // Building throwaway selectors validates their options (e.g. the exponent).
   MakeSlotSelector(sampler);
@@ -48,6 +51,16 @@ std::shared_ptr<const Item> Table::Build(ItemRequest& request) const {
   ValidatePriority(request.priority);
   auto item = Item::Create(request.key, request.trajectory, *store_);
   if (!config_.column_specs.empty()) ColumnSpec::Check(config_.column_specs, *item);
+  if (config_.max_bytes > 0) {
+    // Eviction could never make room for it (its chunks are distinct).
+    int64_t bytes = 0;
+    for (const auto& chunk : item->chunks()) bytes += chunk->memory_bytes();
+    if (bytes > config_.max_bytes) {
+      throw InvalidArgumentError("item " + std::to_string(request.key) + " holds " + std::to_string(bytes) +
+                                 " bytes of chunks, more than the max_bytes " + std::to_string(config_.max_bytes) +
+                                 " of table '" + config_.name + "'");
+    }
+  }
   return item;
 }
 
@@ -125,6 +138,10 @@ void Table::InsertLocked(std::shared_ptr<const Item> item, double priority, Rele
   limiter_.RecordInsert();
   if (entries_.size() > static_cast<size_t>(config_.max_size)) {
     // The remover sees the new item too, so it may be the one evicted.
+    DeleteLocked(remover_->Sample().slot, released);
+  }
+  // One item alone fits (Build checked it), so this ends.
+  while (config_.max_bytes > 0 && chunk_memory_bytes_ > config_.max_bytes && entries_.size() > 1) {
     DeleteLocked(remover_->Sample().slot, released);
   }
 }
@@ -329,6 +346,7 @@ TableInfo Table::Info() const {
   info.sampler = config_.sampler;
   info.remover = config_.remover;
   info.max_size = config_.max_size;
+  info.max_bytes = config_.max_bytes;
   info.max_times_sampled = config_.max_times_sampled;
   info.signature = config_.signature;
   std::lock_guard<std::mutex> lock(mu_);

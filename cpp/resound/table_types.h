@@ -30,6 +30,10 @@ struct TableConfig {
   // The signature flattened to one spec per column; every inserted item is
   // checked against it. Empty: no check.
   std::vector<ColumnSpec> column_specs;
+  // While the chunks the items hold take more bytes than this, the remover
+  // evicts items (as it does past max_size); an item larger on its own is
+  // refused. 0: no limit.
+  int64_t max_bytes = 0;
 
   // Throws InvalidArgumentError naming the first bad field.
   void Validate() const;
@@ -97,6 +101,7 @@ struct TableInfo {
   SelectorOptions remover;
   int64_t max_size = 0;
   int32_t max_times_sampled = 0;
+  int64_t max_bytes = 0;  // 0: no limit
   std::string signature;
   int64_t current_size = 0;
   int64_t num_episodes = 0;

@@ -58,6 +58,7 @@ sampler = "prioritized"        # uniform, prioritized, fifo, lifo, min_heap, max
 priority_exponent = 0.8        # prioritized only
 remover = "fifo"               # the same choices as sampler
 max_size = 1_000_000
+# max_bytes = 4_294_967_296    # optional: evict also while items hold over 4 GiB of chunks
 max_times_sampled = 0          # 0: no limit
 signature.observation = { shape = [84, 84, 3], dtype = "uint8" }  # optional: the
 signature.action = { shape = [], dtype = "int32" }  # items' structure; -1: any size
@@ -84,6 +85,7 @@ _TABLE_KEYS = {
     "priority_exponent",
     "remover",
     "max_size",
+    "max_bytes",
     "max_times_sampled",
     "rate_limiter",
     "signature",
@@ -166,6 +168,11 @@ def _table(resound: Any, table: dict[str, Any], name: str, where: str) -> Any:
     if not isinstance(max_times_sampled, int) or isinstance(max_times_sampled, bool):
         raise ConfigError(f"{where}.max_times_sampled must be an integer >= 0")
     limiter = _limiter(resound, table.get("rate_limiter"), max_size, f"{where}.rate_limiter")
+    max_bytes = table.get("max_bytes")
+    if max_bytes is not None and (
+        not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes < 1
+    ):
+        raise ConfigError(f"{where}.max_bytes must be an integer >= 1, got {max_bytes!r}")
     return resound.Table(
         name,
         sampler,
@@ -174,6 +181,7 @@ def _table(resound: Any, table: dict[str, Any], name: str, where: str) -> Any:
         limiter,
         max_times_sampled=max_times_sampled,
         signature=signature,
+        max_bytes=max_bytes,
     )
 
 

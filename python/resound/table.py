@@ -4,6 +4,9 @@ A table holds items (a priority and a trajectory over shared chunks), picks
 items to sample with its ``sampler``, evicts with its ``remover`` once it
 holds ``max_size`` items, and gates writers and readers with its rate
 limiter. Items sampled ``max_times_sampled`` times are deleted (< 1: never).
+Beyond Reverb, ``max_bytes`` (keyword-only) bounds the table by memory too:
+while the chunks its items hold take more bytes than that, the remover evicts
+items, and an item larger on its own is refused with ValueError.
 
 Example:
     >>> import resound
@@ -70,6 +73,8 @@ class Table:
         max_times_sampled: int = 0,
         extensions: Sequence[Any] = (),
         signature: Any = None,
+        *,
+        max_bytes: int | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError(f"name must be a nonempty str, got {name!r}")
@@ -79,6 +84,12 @@ class Table:
             or max_size <= 0
         ):
             raise ValueError(f"max_size ({max_size!r}) must be a positive integer")
+        if max_bytes is not None and (
+            isinstance(max_bytes, bool)
+            or not isinstance(max_bytes, numbers.Integral)
+            or max_bytes <= 0
+        ):
+            raise ValueError(f"max_bytes ({max_bytes!r}) must be a positive integer or None")
         if isinstance(max_times_sampled, bool) or not isinstance(
             max_times_sampled, numbers.Integral
         ):
@@ -122,6 +133,7 @@ class Table:
             None
             if self._flat_signature is None
             else [(spec.dtype.str, spec.shape) for spec in self._flat_signature],
+            0 if max_bytes is None else int(max_bytes),
         )
         # Last, so that a construction that fails leaves the objects unbound.
         _claim((("sampler", sampler), ("remover", remover), ("rate_limiter", rate_limiter)), self)
@@ -205,6 +217,8 @@ class Table:
         max_times_sampled: int | None = None,
         extensions: Sequence[Any] | None = None,
         signature: Any = None,
+        *,
+        max_bytes: int | None = None,
     ) -> Table:
         """A new, empty table with the given options and this table's for the rest."""
         info = self._core.info()
@@ -227,13 +241,15 @@ class Table:
             else max_times_sampled,
             extensions=() if extensions is None else extensions,
             signature=self._signature if signature is None else signature,
+            max_bytes=(info.max_bytes or None) if max_bytes is None else max_bytes,
         )
 
     def __repr__(self) -> str:
         info = self._core.info()
+        max_bytes = f"max_bytes={info.max_bytes}, " if info.max_bytes else ""
         return (
             f"Table(sampler={self._sampler!r}, remover={self._remover!r}, "
-            f"max_size={info.max_size}, max_times_sampled={info.max_times_sampled}, "
+            f"max_size={info.max_size}, max_times_sampled={info.max_times_sampled}, {max_bytes}"
             f"name={self._name!r}, rate_limiter={self._rate_limiter!r}, "
             f"signature={self._signature!r})"
         )

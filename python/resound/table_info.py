@@ -69,6 +69,7 @@ class TableInfo:
     table_worker_time: TableWorkerTime = TableWorkerTime()
     num_chunks: int = 0
     memory_bytes: int = 0
+    max_bytes: int | None = None  # beyond Reverb: the table's memory bound, if any
 
     @classmethod
     def from_core(cls, info: _core.TableInfo, signature: Any) -> TableInfo:
@@ -96,6 +97,7 @@ class TableInfo:
             num_unique_samples=info.num_unique_samples,
             num_chunks=info.num_chunks,
             memory_bytes=info.memory_bytes,
+            max_bytes=info.max_bytes or None,
         )
 
 
@@ -138,4 +140,5 @@ def combined(infos: list[TableInfo]) -> TableInfo:
         num_unique_samples=total("num_unique_samples"),
         num_chunks=total("num_chunks"),
         memory_bytes=total("memory_bytes"),
+        max_bytes=None if any(i.max_bytes is None for i in infos) else total("max_bytes"),
     )

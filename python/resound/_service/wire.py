@@ -149,6 +149,7 @@ def table_info_message(info: TableInfo, signature: Any) -> Any:
         num_chunks=info.num_chunks,
         memory_bytes=info.memory_bytes,
         signature=specs.encode_signature(signature),
+        max_bytes=info.max_bytes or 0,
     )
 
 
@@ -175,6 +176,7 @@ def table_info_from_message(message: Any) -> TableInfo:
         num_unique_samples=message.num_unique_samples,
         num_chunks=message.num_chunks,
         memory_bytes=message.memory_bytes,
+        max_bytes=message.max_bytes or None,
     )
 
 
