@@ -36,7 +36,6 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-import queue
 import random
 import threading
 import time
@@ -78,6 +77,14 @@ _GONE = (ConnectionError, CancelledError)
 
 def _reraise(error: BaseException) -> Any:
     raise error
+
+
+def _outcome(call: Callable[[], Any]) -> Any:
+    """What ``call()`` returns, or the exception it raises."""
+    try:
+        return call()
+    except BaseException as error:  # noqa: BLE001 - handed to the caller
+        return error
 
 
 def _call_weakly(method: weakref.WeakMethod, *args: Any) -> Any:
@@ -262,24 +269,10 @@ class ServerSet:
         """``call(member)`` for every member, side by side; each result, or the
         exception it raised, with its member, in the members' order. Servers
         that are not there are marked down."""
-        results: queue.SimpleQueue[tuple[int, Any]] = queue.SimpleQueue()
-
-        def run(index: int, member: Member) -> None:
-            try:
-                outcome = call(member)
-            except BaseException as error:  # noqa: BLE001 - handed to the caller
-                outcome = error
-            results.put((index, outcome))
-
-        for index, member in enumerate(members):
-            if index == len(members) - 1:
-                run(index, member)  # the calling thread takes the last one
-            else:
-                self._pool.submit(lambda i=index, m=member: run(i, m))
-        outcomes: list[Any] = [None] * len(members)
-        for _ in members:
-            index, outcome = results.get()
-            outcomes[index] = outcome
+        # The calling thread takes the last one.
+        finishes = [self._pool.start(functools.partial(call, m)) for m in members[:-1]]
+        finishes += [functools.partial(call, m) for m in members[-1:]]
+        outcomes = [_outcome(finish) for finish in finishes]
         for member, outcome in zip(members, outcomes, strict=True):
             if isinstance(outcome, _GONE):
                 self.mark_down(member)
@@ -366,10 +359,7 @@ class ServerSet:
             if not outstanding:
                 break
             member, finish = pending.popleft()
-            try:
-                outcome = finish()
-            except BaseException as error:  # noqa: BLE001 - sorted out below
-                outcome = error
+            outcome = _outcome(finish)
             del outstanding[member]
             if isinstance(outcome, DeadlineExceededError):
                 member.starved[table] = time.monotonic()
@@ -443,27 +433,13 @@ class ServerSet:
             start = getattr(transport, "start_sample", None)
             if start is not None:  # remote: gRPC runs the call meanwhile
                 return start(table, size, wait)
+            sample = functools.partial(transport.sample, table, size, wait)
             if alone:  # nothing else to overlap with: call it when asked
-                return functools.partial(transport.sample, table, size, wait)
+                return sample
         except BaseException as error:  # noqa: BLE001 - raised by the returned function
             return functools.partial(_reraise, error)
         # In-process: the core waits without the GIL, on a pool thread.
-        done: queue.SimpleQueue[tuple[Any, BaseException | None]] = queue.SimpleQueue()
-
-        def run() -> None:
-            try:
-                done.put((transport.sample(table, size, wait), None))
-            except BaseException as error:  # noqa: BLE001 - raised by finish()
-                done.put((None, error))
-
-        def finish() -> Any:
-            batch, error = done.get()
-            if error is not None:
-                raise error
-            return batch
-
-        self._pool.submit(run)
-        return finish
+        return self._pool.start(sample)
 
     def _remember(self, parts: list[tuple[Member, Any]]) -> None:
         with self._lock:

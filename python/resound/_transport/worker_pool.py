@@ -19,6 +19,7 @@ import contextlib
 import queue
 import threading
 from collections.abc import Callable
+from typing import Any
 
 __all__ = ["WorkerPool"]
 
@@ -34,6 +35,26 @@ class WorkerPool:
         # The job slots of idle threads, most recently idle last (so the
         # fewest threads stay warm and the rest time out).
         self._idle: list[queue.SimpleQueue[Callable[[], None]]] = []
+
+    def start(self, call: Callable[[], Any]) -> Callable[[], Any]:
+        """Runs ``call()`` on a pool thread; returns the function that waits
+        for its result (raising what ``call`` raised)."""
+        done: queue.SimpleQueue[tuple[Any, BaseException | None]] = queue.SimpleQueue()
+
+        def run() -> None:
+            try:
+                done.put((call(), None))
+            except BaseException as error:  # noqa: BLE001 - raised by finish()
+                done.put((None, error))
+
+        def finish() -> Any:
+            result, error = done.get()
+            if error is not None:
+                raise error
+            return result
+
+        self.submit(run)
+        return finish
 
     def submit(self, job: Callable[[], None]) -> None:
         """Runs ``job()`` on a pool thread; what it raises is ignored, so jobs
