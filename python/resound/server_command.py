@@ -168,11 +168,7 @@ def _table(resound: Any, table: dict[str, Any], name: str, where: str) -> Any:
     if not isinstance(max_times_sampled, int) or isinstance(max_times_sampled, bool):
         raise ConfigError(f"{where}.max_times_sampled must be an integer >= 0")
     limiter = _limiter(resound, table.get("rate_limiter"), max_size, f"{where}.rate_limiter")
-    max_bytes = table.get("max_bytes")
-    if max_bytes is not None and (
-        not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes < 1
-    ):
-        raise ConfigError(f"{where}.max_bytes must be an integer >= 1, got {max_bytes!r}")
+    max_bytes = _optional_positive(table.get("max_bytes"), f"{where}.max_bytes")
     return resound.Table(
         name,
         sampler,
@@ -447,11 +443,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for key in ("max_bytes", "max_message_bytes"):
             value = getattr(args, key)
             value = server_config.get(key) if value is None else value
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, int) or value < 1
-            ):
-                raise ConfigError(f"server.{key} must be an integer >= 1, got {value!r}")
-            limits[key] = value
+            limits[key] = _optional_positive(value, f"server.{key}")
         tables = tables_from_config(config)
     except ConfigError as error:
         print(f"resound-server: {error}", file=sys.stderr)
@@ -518,6 +510,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     server.stop()
     _log.info("stopped")
     return 0
+
+
+def _optional_positive(value: Any, where: str) -> int | None:
+    """``value`` if it is None or an integer >= 1; ConfigError naming ``where``."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ConfigError(f"{where} must be an integer >= 1, got {value!r}")
+    return value
 
 
 def _byte_count(text: str) -> int:
