@@ -77,13 +77,26 @@ __all__ = [
 __version__ = "0.1.0"
 
 
+# Reverb's TensorFlow names, from modules that import TensorFlow only when used.
+_LAZY_NAMES = {
+    "TrajectoryDataset": "resound.datasets.tf",
+    "TimestepDataset": "resound.datasets.tf",
+    "TFClient": "resound.datasets.tf_client",
+    "PatternDataset": "resound.datasets.tf_patterns",
+}
+
+
 def __getattr__(name: str) -> Any:
+    import importlib
+
     # The structured writer module is imported on first use (Reverb also
     # calls it `structured`).
     if name in ("structured_writer", "structured"):
-        import importlib
-
         module = importlib.import_module("resound.structured_writer")
         globals()["structured_writer"] = globals()["structured"] = module
         return module
+    if name in _LAZY_NAMES:
+        value = getattr(importlib.import_module(_LAZY_NAMES[name]), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'resound' has no attribute {name!r}")
