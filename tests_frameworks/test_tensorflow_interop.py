@@ -242,3 +242,14 @@ print('ok')
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().endswith("ok")
+
+
+def test_sample_info_tf_dtypes_and_shapes_are_reverbs():
+    dtypes = resound.SampleInfo.tf_dtypes()
+    assert isinstance(dtypes, resound.SampleInfo)
+    assert dtypes == (tf.uint64, tf.float64, tf.int64, tf.float64, tf.int32)
+    shapes = resound.SampleInfo.tf_shapes()
+    assert all(shape == tf.TensorShape([]) for shape in shapes)
+    # Acme builds empty infos this way.
+    empty = resound.SampleInfo(*[() for _ in resound.SampleInfo.tf_dtypes()])
+    assert empty.key == ()

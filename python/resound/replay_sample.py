@@ -18,6 +18,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from resound.datasets._frameworks import import_tensorflow
+
 __all__ = ["ReplaySample", "SampleInfo"]
 
 
@@ -36,7 +38,25 @@ class SampleInfo(NamedTuple):
         return tuple(np.dtype(t) for t in (np.uint64, np.float64, np.int64, np.float64, np.int32))
 
     @classmethod
+    def tf_dtypes(cls) -> SampleInfo:
+        """TensorFlow dtypes of the fields, as a ``SampleInfo`` (imports TensorFlow).
+
+        Example:
+            >>> SampleInfo.tf_dtypes().key  # doctest: +SKIP
+            tf.uint64
+        """
+        tf = import_tensorflow("SampleInfo.tf_dtypes")
+        return cls(tf.uint64, tf.float64, tf.int64, tf.float64, tf.int32)
+
+    @classmethod
+    def tf_shapes(cls) -> SampleInfo:
+        """A scalar ``tf.TensorShape`` for every field (imports TensorFlow)."""
+        tf = import_tensorflow("SampleInfo.tf_shapes")
+        return cls(*[tf.TensorShape([]) for _ in cls._fields])
+
+    @classmethod
     def zeros(cls) -> SampleInfo:
+        """Zero values for every field (Python scalars)."""
         return cls(0, 0.0, 0, 0.0, 0)
 
 
