@@ -5,14 +5,17 @@
 #
 #   bash tools/check_frameworks.sh
 #
-# Two virtualenvs, because TensorFlow 2.15 and a current JAX cannot share one:
-# tensorflow-cpu 2.15 pins numpy<2 and ml-dtypes~=0.2.0, while current jax
-# and jaxlib need numpy>=2 and ml-dtypes>=0.5.
-#   .venv-frameworks-tf    numpy 1.26 + tensorflow-cpu 2.15 + torch (the numpy 1.x check)
-#   .venv-frameworks-jax   numpy 2.x  + jax (CPU)          + torch
-# Each runs `pytest tests` (the whole suite) and the interop tests of its
-# frameworks. TensorFlow 2.15 has wheels up to Python 3.11 only, so both
-# venvs use Python 3.11 (FRAMEWORKS_PYTHON overrides the interpreter).
+# Three virtualenvs, because TensorFlow 2.15 and a current JAX cannot share
+# one: tensorflow-cpu 2.15 pins numpy<2 and ml-dtypes~=0.2.0, while current
+# jax and jaxlib need numpy>=2 and ml-dtypes>=0.5.
+#   .venv-frameworks-tf          numpy 1.26 + tensorflow-cpu 2.15 + torch (the numpy 1.x check)
+#   .venv-frameworks-jax         numpy 2.x  + jax (CPU)          + torch
+#   .venv-frameworks-tf-current  numpy 2.x  + the newest tensorflow-cpu
+# The first two run `pytest tests` (the whole suite) and the framework tests
+# of their frameworks (tests_frameworks/test_<framework>_*.py); the third
+# runs the TensorFlow tests again on the newest TensorFlow. TensorFlow 2.15
+# has wheels up to Python 3.11 only, so every venv uses Python 3.11
+# (FRAMEWORKS_PYTHON overrides the interpreter).
 #
 # torch is pinned to the CPU build 2.13.0+cpu, whose wheel lies on this kind of
 # machine's disk (pip's find-links); a plain `torch` would make pip download a
@@ -44,6 +47,7 @@ torch_requirement="torch==2.13.0+cpu"
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-1}"  # no INFO lines from TensorFlow's C++
 tf_venv=.venv-frameworks-tf
 jax_venv=.venv-frameworks-jax
+tf_current_venv=.venv-frameworks-tf-current
 wheelhouse=build/frameworks-wheel
 
 # pip VENV ARGS...: quiet pip, without the notes about this machine's empty
@@ -90,12 +94,16 @@ wheel=$(echo "$wheelhouse"/resound-*.whl)
 echo "== numpy 1.26, TensorFlow 2.15, PyTorch"
 pip "$tf_venv" install --force-reinstall --no-deps "$wheel"
 pip "$tf_venv" install "numpy<2" "tensorflow-cpu~=2.15.0" "$torch_requirement" "$wheel[test]"
-run_tests "$tf_venv" tests \
-  tests_frameworks/test_tensorflow_interop.py tests_frameworks/test_torch_interop.py
+run_tests "$tf_venv" tests tests_frameworks/test_tensorflow_*.py tests_frameworks/test_torch_*.py
 
 echo "== numpy 2.x, JAX, PyTorch"
 new_venv "$jax_venv"
 pip "$jax_venv" install --force-reinstall --no-deps "$wheel"
 pip "$jax_venv" install "numpy>=2" "jax[cpu]" "$torch_requirement" "$wheel[test]"
-run_tests "$jax_venv" tests \
-  tests_frameworks/test_jax_interop.py tests_frameworks/test_torch_interop.py
+run_tests "$jax_venv" tests tests_frameworks/test_jax_*.py tests_frameworks/test_torch_*.py
+
+echo "== numpy 2.x, the newest TensorFlow"
+new_venv "$tf_current_venv"
+pip "$tf_current_venv" install --force-reinstall --no-deps "$wheel"
+pip "$tf_current_venv" install "numpy>=2" tensorflow-cpu "$wheel[test]"
+run_tests "$tf_current_venv" tests_frameworks/test_tensorflow_*.py
