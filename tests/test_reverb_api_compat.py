@@ -79,3 +79,122 @@ def test_unknown_tables_across_several_servers() -> None:
     finally:
         for server in servers:
             server.stop()
+
+
+# --- TableInfo: Reverb's options messages
+
+
+def _tables_of_every_selector() -> list[resound.Table]:
+    ratio = rate_limiters.SampleToInsertRatio(2.0, 1, 5.0)
+    return [
+        resound.Table("prio", selectors.Prioritized(0.6), selectors.MinHeap(), 10, ratio),
+        resound.Table(
+            "max", selectors.Uniform(), selectors.MaxHeap(), 10, rate_limiters.MinSize(1)
+        ),
+        resound.Table("lifo", selectors.Lifo(), selectors.Fifo(), 10, rate_limiters.MinSize(1)),
+    ]
+
+
+def test_sampler_and_remover_options_read_as_reverbs_messages(serve: Any) -> None:
+    _, client = serve(*_tables_of_every_selector())
+    info = client.server_info()
+    prio, max_heap, lifo = info["prio"], info["max"], info["lifo"]
+
+    assert prio.sampler_options.WhichOneof("distribution") == "prioritized"
+    assert prio.sampler_options.HasField("prioritized")
+    assert prio.sampler_options.prioritized.priority_exponent == pytest.approx(0.6)
+    assert not prio.sampler_options.is_deterministic
+    assert prio.remover_options.WhichOneof("distribution") == "heap"
+    assert prio.remover_options.HasField("heap") and prio.remover_options.heap.min_heap
+    assert prio.remover_options.is_deterministic
+
+    # A max-heap's options hold a heap whose min_heap is False (the default).
+    assert max_heap.remover_options.HasField("heap")
+    assert max_heap.remover_options.heap.min_heap is False
+    assert max_heap.sampler_options.uniform and not max_heap.sampler_options.fifo
+    assert max_heap.sampler_options.WhichOneof("distribution") == "uniform"
+
+    assert lifo.sampler_options.lifo and lifo.sampler_options.is_deterministic
+    assert lifo.remover_options.WhichOneof("distribution") == "fifo"
+
+
+def test_options_messages_compare_equal_to_the_selectors_they_describe(serve: Any) -> None:
+    _, client = serve(*_tables_of_every_selector())
+    info = client.server_info()
+    assert info["prio"].sampler_options == selectors.Prioritized(0.6)
+    assert info["prio"].sampler_options != selectors.Prioritized(0.7)
+    assert info["prio"].remover_options == selectors.MinHeap()
+    assert info["prio"].remover_options != selectors.MaxHeap()
+    assert info["max"].remover_options == selectors.MaxHeap()
+    assert info["lifo"].sampler_options != selectors.Fifo()
+
+
+def test_options_bytes_are_reverbs_key_distribution_options_encoding() -> None:
+    from resound.table_info import key_distribution_options
+
+    # Reverb's KeyDistributionOptions: prioritized = 3 (its priority_exponent
+    # = 1, a double), heap = 4 (min_heap = 1), lifo = 6, is_deterministic = 7.
+    prioritized = key_distribution_options(selectors.Prioritized(0.5))
+    assert prioritized.SerializeToString() == b"\x1a\x09\x09" + np.float64(0.5).tobytes()
+    assert key_distribution_options(selectors.MinHeap()).SerializeToString() == (
+        b"\x22\x02\x08\x01\x38\x01"
+    )
+    assert key_distribution_options(selectors.MaxHeap()).SerializeToString() == b"\x22\x00\x38\x01"
+    assert key_distribution_options(selectors.Lifo()).SerializeToString() == b"\x30\x01\x38\x01"
+
+
+def test_rate_limiter_info_and_worker_time_are_messages(serve: Any) -> None:
+    _, client = serve(*_tables_of_every_selector())
+    client.insert(np.ones(2), priorities={"prio": 1.0})
+    client.insert(np.ones(2), priorities={"prio": 1.0})
+    list(client.sample("prio", 3))
+    info = client.server_info()["prio"]
+    limiter = info.rate_limiter_info
+    assert (limiter.samples_per_insert, limiter.min_size_to_sample) == (2.0, 1)
+    assert limiter.HasField("insert_stats") and limiter.insert_stats.completed == 2
+    assert limiter.sample_stats.completed == 3
+    parsed = type(limiter).FromString(limiter.SerializeToString())
+    assert parsed == limiter
+    assert info.table_worker_time.running_ms == 0
+    assert info.table_worker_time.SerializeToString() == b""
+
+
+def test_table_info_options_summed_over_several_servers() -> None:
+    servers = [resound.Server(_tables_of_every_selector()) for _ in range(2)]
+    try:
+        client = resound.Client([f"127.0.0.1:{server.port}" for server in servers])
+        for _ in range(3):  # a call goes to one server, the servers in turn
+            client.insert(np.ones(2), priorities={"lifo": 1.0})
+        total = client.server_info()["lifo"]
+        assert total.current_size == 3 and total.max_size == 20
+        assert total.rate_limiter_info.insert_stats.completed == 3
+        assert total.sampler_options.lifo and total.remover_options.fifo
+        each = client.server_infos()
+        assert sorted(infos["lifo"].current_size for infos in each.values()) == [1, 2]
+        # Summing did not change any server's own info.
+        assert sum(i["lifo"].rate_limiter_info.insert_stats.completed for i in each.values()) == 3
+    finally:
+        for server in servers:
+            server.stop()
+
+
+def test_selector_from_options_builds_the_selector_back() -> None:
+    from resound.table_info import KeyDistributionOptions, selector_from_options
+
+    for selector in (
+        selectors.Fifo(),
+        selectors.Lifo(),
+        selectors.Uniform(),
+        selectors.Prioritized(0.25),
+        selectors.MinHeap(),
+        selectors.MaxHeap(),
+    ):
+        options = resound.table_info.key_distribution_options(selector)
+        assert selector_from_options(options) == selector
+        assert selector_from_options(options.SerializeToString()) == selector
+    with pytest.raises(ValueError, match="one distribution"):
+        selector_from_options(KeyDistributionOptions(is_deterministic=True))
+    with pytest.raises(ValueError, match="KeyDistributionOptions"):
+        selector_from_options(b"\xff\xff")
+    with pytest.raises(ValueError, match="KeyDistributionOptions"):
+        selector_from_options("fifo")
