@@ -198,3 +198,68 @@ def test_selector_from_options_builds_the_selector_back() -> None:
         selector_from_options(b"\xff\xff")
     with pytest.raises(ValueError, match="KeyDistributionOptions"):
         selector_from_options("fifo")
+
+
+# --- resound.pybind: Reverb's pybind names
+
+
+def test_pybind_names_are_resounds_own_classes() -> None:
+    import resound.pybind as imported
+
+    assert imported is resound.pybind
+    pybind = resound.pybind
+    assert pybind.FifoSelector is selectors.Fifo
+    assert pybind.LifoSelector is selectors.Lifo
+    assert pybind.UniformSelector is selectors.Uniform
+    assert pybind.PrioritizedSelector is selectors.Prioritized
+    assert pybind.HeapSelector is selectors.HeapSelector
+    assert pybind.ItemSelector is selectors.ItemSelector
+    assert pybind.RateLimiter is rate_limiters.RateLimiter
+    assert issubclass(rate_limiters.MinSize, pybind.RateLimiter)
+
+
+def test_pybind_selectors_and_limiter_build_tables_that_behave_as_named(serve: Any) -> None:
+    from resound import pybind
+
+    assert pybind.HeapSelector(min_heap=True) == selectors.MinHeap()
+    assert pybind.HeapSelector(False) == selectors.MaxHeap()
+    _, client = serve(
+        resound.Table(
+            "min_heap",
+            sampler=pybind.HeapSelector(min_heap=True),
+            remover=pybind.FifoSelector(),
+            max_size=10,
+            rate_limiter=pybind.RateLimiter(
+                samples_per_insert=1.0, min_size_to_sample=1, min_diff=-100.0, max_diff=100.0
+            ),
+        ),
+        resound.Table(
+            "prioritized",
+            pybind.PrioritizedSelector(0.8),
+            pybind.LifoSelector(),
+            10,
+            pybind.RateLimiter(1.0, 1, -100.0, 100.0),
+        ),
+    )
+    for priority in (3.0, 1.0, 2.0):
+        client.insert(np.float32(priority), priorities={"min_heap": priority})
+    sample = next(client.sample("min_heap", 1, emit_timesteps=False))
+    assert sample.info.priority == 1.0 and sample.data[0].tolist() == [1.0]
+    info = client.server_info()
+    assert info["min_heap"].sampler_options.heap.min_heap
+    assert info["prioritized"].sampler_options.prioritized.priority_exponent == pytest.approx(0.8)
+    assert info["prioritized"].remover_options.lifo
+
+
+def test_pybind_selector_from_proto_reads_table_info_options(serve: Any) -> None:
+    from resound import pybind
+
+    _, client = serve(*_tables_of_every_selector())
+    info = client.server_info()["prio"]
+    sampler = pybind.selector_from_proto(info.sampler_options.SerializeToString())
+    assert isinstance(sampler, pybind.PrioritizedSelector)
+    assert sampler.priority_exponent == pytest.approx(0.6)
+    remover = pybind.selector_from_proto(info.remover_options.SerializeToString())
+    assert isinstance(remover, pybind.HeapSelector) and remover.min_heap
+    with pytest.raises(ValueError, match="KeyDistributionOptions"):
+        pybind.selector_from_proto(b"\x0b")

@@ -21,7 +21,17 @@ Example:
 
 from typing import Any
 
-from resound import _core, checkpointers, errors, item_selectors, nest, rate_limiters, specs, tls
+from resound import (
+    _core,
+    checkpointers,
+    errors,
+    item_selectors,
+    nest,
+    pybind,
+    rate_limiters,
+    specs,
+    tls,
+)
 from resound.batch_iterator import BatchIterator
 from resound.client import Client
 from resound.errors import (
@@ -67,6 +77,7 @@ __all__ = [
     "errors",
     "item_selectors",
     "nest",
+    "pybind",
     "rate_limiters",
     "selectors",
     "specs",
