@@ -41,6 +41,7 @@ from resound.errors import (
     ResourceExhaustedError,
     ReverbError,
 )
+from resound.legacy_writer import Writer
 from resound.replay_sample import ReplaySample, SampleInfo
 from resound.server import Server
 from resound.specs import TensorSpec
@@ -71,6 +72,7 @@ __all__ = [
     "TensorSpec",
     "TrajectoryColumn",
     "TrajectoryWriter",
+    "Writer",
     "__version__",
     "_core",
     "checkpointers",
