@@ -180,6 +180,22 @@ def test_close_delivers_what_waits_and_the_context_manager_closes(serve: Any) ->
     assert size(client) == 3
 
 
+def test_close_without_retries_gives_up_on_a_stopped_server(serve: Any) -> None:
+    server, client = serve(queue_table())
+    patient = client.writer(4, chunk_length=2)
+    hasty = client.writer(4, chunk_length=2)
+    for writer in (patient, hasty):
+        writer.append([1])
+        writer.create_item(QUEUE, 1, 1.0)  # waits for its chunk
+    server.stop()
+    hasty.close(retry_on_unavailable=False)
+    with pytest.raises((ConnectionError, resound.CancelledError)):
+        patient.close()
+    # Closed all the same.
+    with pytest.raises(RuntimeError, match="Calling method Flush after Close"):
+        patient.flush()
+
+
 def test_a_writer_deleted_unclosed_warns_and_delivers(
     serve: Any, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from resound import nest, specs
+from resound.errors import CancelledError
 from resound.table_info import TableInfo
 from resound.trajectory_writer import TrajectoryWriter
 
@@ -310,14 +311,15 @@ class Writer:
     def close(self, retry_on_unavailable: bool = True) -> None:
         """Sends what waits, waits for the server to confirm it, and closes
         the writer. ValueError if it was closed already. With
-        ``retry_on_unavailable=False`` a server that cannot be reached lets
-        the writer close without delivering."""
+        ``retry_on_unavailable=False`` a server that is gone or stopping lets
+        the writer close without delivering (otherwise its error is raised,
+        and the writer is closed all the same)."""
         if self._closed:
             raise ValueError("close() has already been called on Writer.")
         self._closed = True
         try:
             self._flush()
-        except ConnectionError:
+        except (ConnectionError, CancelledError):  # the server is gone or stopping
             if retry_on_unavailable:
                 raise
         finally:
