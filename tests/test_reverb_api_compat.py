@@ -216,6 +216,17 @@ def test_pybind_names_are_resounds_own_classes() -> None:
     assert pybind.ItemSelector is selectors.ItemSelector
     assert pybind.RateLimiter is rate_limiters.RateLimiter
     assert issubclass(rate_limiters.MinSize, pybind.RateLimiter)
+    assert pybind.WeakCellRef is resound.CellRef
+
+
+def test_trajectory_writer_references_are_pybind_weak_cell_refs(serve: Any) -> None:
+    _, client = serve(_queue_table())
+    with client.trajectory_writer(2) as writer:
+        refs = writer.append({"x": np.arange(3, dtype=np.int16)})
+        assert isinstance(refs["x"], resound.pybind.WeakCellRef)
+        assert refs["x"].shape == (3,) and refs["x"].dtype == np.int16
+        np.testing.assert_array_equal(refs["x"].numpy(), [0, 1, 2])
+        assert not refs["x"].expired
 
 
 def test_pybind_selectors_and_limiter_build_tables_that_behave_as_named(serve: Any) -> None:

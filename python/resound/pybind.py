@@ -5,7 +5,10 @@ classes of its compiled ``pybind`` module, and code written for Reverb
 sometimes names them directly (``reverb.pybind.PrioritizedSelector(0.8)``,
 ``isinstance(x, reverb.pybind.ItemSelector)``). Here they are resound's own
 classes under Reverb's names: ``resound.pybind.FifoSelector is
-resound.selectors.Fifo``. ``selector_from_proto`` builds a selector from a
+resound.selectors.Fifo``, and ``WeakCellRef`` is the TrajectoryWriter's
+``CellRef`` (``numpy()``, ``shape``, ``dtype``, ``expired``). Reverb's
+internal writer, sampler, client and server classes have no counterpart: use
+the public ones. ``selector_from_proto`` builds a selector from a
 serialized ``KeyDistributionOptions`` (as ``TableInfo.sampler_options``
 holds).
 
@@ -20,6 +23,7 @@ Example:
 from __future__ import annotations
 
 from resound import item_selectors, rate_limiters, table_info
+from resound.trajectory_writer import CellRef
 
 __all__ = [
     "FifoSelector",
@@ -29,6 +33,7 @@ __all__ = [
     "PrioritizedSelector",
     "RateLimiter",
     "UniformSelector",
+    "WeakCellRef",
     "selector_from_proto",
 ]
 
@@ -39,6 +44,7 @@ UniformSelector = item_selectors.Uniform
 PrioritizedSelector = item_selectors.Prioritized
 HeapSelector = item_selectors.HeapSelector
 RateLimiter = rate_limiters.RateLimiter
+WeakCellRef = CellRef
 
 
 def selector_from_proto(options: bytes) -> item_selectors.ItemSelector:
