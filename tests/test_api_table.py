@@ -12,7 +12,7 @@ import pytest
 
 import resound
 from resound import _core, rate_limiters, selectors
-from resound.table_info import RateLimiterInfo, TableInfo
+from resound.table_info import RateLimiterCallStats, RateLimiterInfo, TableInfo
 
 from conftest import Background, wait_until
 
@@ -151,6 +151,20 @@ def test_objects_of_a_collected_table_can_be_reused() -> None:
 # --- queue and stack
 
 
+def limiter_info(max_diff: float) -> RateLimiterInfo:
+    """A queue's or stack's limiter info before any call (the counts are there, at 0)."""
+    none = RateLimiterCallStats(completed=0)
+    return RateLimiterInfo(
+        samples_per_insert=1.0,
+        min_diff=0.0,
+        max_diff=max_diff,
+        min_size_to_sample=1,
+        insert_stats=none,
+        sample_stats=none,
+        delete_stats=none,
+    )
+
+
 def test_queue_configuration() -> None:
     info = resound.Table.queue("q", 5).info
     assert info.name == "q"
@@ -158,7 +172,7 @@ def test_queue_configuration() -> None:
     assert info.max_times_sampled == 1
     assert info.sampler_options == selectors.Fifo()
     assert info.remover_options == selectors.Fifo()
-    assert info.rate_limiter_info == RateLimiterInfo(1.0, 0.0, 5.0, 1)
+    assert info.rate_limiter_info == limiter_info(max_diff=5.0)
 
 
 def test_stack_configuration() -> None:
@@ -166,7 +180,7 @@ def test_stack_configuration() -> None:
     assert info.max_times_sampled == 1
     assert info.sampler_options == selectors.Lifo()
     assert info.remover_options == selectors.Lifo()
-    assert info.rate_limiter_info == RateLimiterInfo(1.0, 0.0, 4.0, 1)
+    assert info.rate_limiter_info == limiter_info(max_diff=4.0)
 
 
 def test_queue_and_stack_validate_max_size() -> None:
@@ -357,12 +371,12 @@ def test_replace_makes_an_empty_table_with_the_same_options() -> None:
     assert old_info.current_size == 1
     for field in ("sampler_options", "remover_options", "max_size", "max_times_sampled"):
         assert getattr(new_info, field) == getattr(old_info, field), field
-    assert new_info.rate_limiter_info == dataclasses.replace(
-        old_info.rate_limiter_info,
-        insert_stats=new_info.rate_limiter_info.insert_stats,
-        sample_stats=new_info.rate_limiter_info.sample_stats,
-        delete_stats=new_info.rate_limiter_info.delete_stats,
-    )
+    # The same limiter configuration; the call counts start again.
+    expected_limiter = RateLimiterInfo()
+    expected_limiter.CopyFrom(old_info.rate_limiter_info)
+    for counts in ("insert_stats", "sample_stats", "delete_stats"):
+        getattr(expected_limiter, counts).completed = 0
+    assert new_info.rate_limiter_info == expected_limiter
     assert new.signature is signature
     # The copy owns its own selectors and limiter: both tables can serve.
     with resound.Server([table.replace(name="a"), table.replace(name="b")], listen=False):

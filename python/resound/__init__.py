@@ -21,7 +21,17 @@ Example:
 
 from typing import Any
 
-from resound import _core, checkpointers, errors, item_selectors, nest, rate_limiters, specs, tls
+from resound import (
+    _core,
+    checkpointers,
+    errors,
+    item_selectors,
+    nest,
+    pybind,
+    rate_limiters,
+    specs,
+    tls,
+)
 from resound.batch_iterator import BatchIterator
 from resound.client import Client
 from resound.errors import (
@@ -31,6 +41,7 @@ from resound.errors import (
     ResourceExhaustedError,
     ReverbError,
 )
+from resound.legacy_writer import Writer
 from resound.replay_sample import ReplaySample, SampleInfo
 from resound.server import Server
 from resound.specs import TensorSpec
@@ -61,12 +72,14 @@ __all__ = [
     "TensorSpec",
     "TrajectoryColumn",
     "TrajectoryWriter",
+    "Writer",
     "__version__",
     "_core",
     "checkpointers",
     "errors",
     "item_selectors",
     "nest",
+    "pybind",
     "rate_limiters",
     "selectors",
     "specs",

@@ -42,6 +42,7 @@ from resound._checks import as_priority, check_count, check_timeout
 from resound._transport.targets import parse_target
 from resound.batch_iterator import BatchIterator
 from resound.errors import DeadlineExceededError
+from resound.legacy_writer import Writer, check_writer_arguments
 from resound.replay_sample import ReplaySample, SampleInfo
 from resound.tls import ClientTls
 from resound.trajectory_writer import TrajectoryWriter, _as_array, _random_source
@@ -265,6 +266,42 @@ class Client:
             max_chunk_length=max_chunk_length,
             compression=compression,
             delta_encoded=delta_encoded,
+        )
+
+    def writer(
+        self,
+        max_sequence_length: int,
+        delta_encoded: bool = False,
+        chunk_length: int | None = None,
+        max_in_flight_items: int | None = 25,
+    ) -> Writer:
+        """Reverb's legacy writer (see resound.legacy_writer): items of up to
+        ``max_sequence_length`` recent steps, in chunks of ``chunk_length``
+        steps (default ``min(10, max_sequence_length)``), with at most
+        ``max_in_flight_items`` items unconfirmed (None: no bound).
+
+        Prefer ``trajectory_writer`` in new code.
+
+        Example:
+            >>> with client.writer(2) as writer:  # doctest: +SKIP
+            ...     writer.append([np.zeros(3)])
+            ...     writer.create_item('my_table', num_timesteps=1, priority=1.0)
+        """
+        max_sequence_length, chunk_length, max_in_flight_items = check_writer_arguments(
+            max_sequence_length, chunk_length, max_in_flight_items
+        )
+        return Writer(
+            self.trajectory_writer(
+                max_sequence_length,
+                validate_items=False,  # the legacy writer checks items its own way
+                max_chunk_length=chunk_length,
+                delta_encoded=bool(delta_encoded),
+            ),
+            self.server_info,
+            max_sequence_length,
+            chunk_length,
+            bool(delta_encoded),
+            max_in_flight_items,
         )
 
     def structured_writer(self, configs: Sequence[Config]) -> StructuredWriter:

@@ -54,7 +54,14 @@ class ItemSelector:
         return self._options.is_deterministic
 
     def __eq__(self, other: Any) -> bool:
-        return type(other) is type(self) and other._options == self._options
+        if type(other) is type(self):
+            return other._options == self._options
+        from resound import table_info
+
+        if isinstance(other, table_info.KeyDistributionOptions):
+            # TableInfo reports selectors as Reverb's options messages.
+            return table_info.key_distribution_options(self) == other
+        return False
 
     def __hash__(self) -> int:
         return hash((type(self), self._kind, self._options.priority_exponent))

@@ -1,10 +1,14 @@
 """``TableInfo``: what ``Client.server_info()`` and ``Table.info`` report.
 
-The field names follow Reverb's ``reverb_types.TableInfo``; the option and
-counter fields are plain Python objects instead of protos (the selectors
-themselves, ``RateLimiterInfo`` with ``insert_stats.completed`` and
-``sample_stats.completed``). resound adds the chunk count and the bytes the
-table's items hold.
+The fields follow Reverb's ``reverb_types.TableInfo``, and so do their types:
+``sampler_options`` and ``remover_options`` are ``KeyDistributionOptions``
+messages, ``rate_limiter_info`` a ``RateLimiterInfo`` and
+``table_worker_time`` a ``TableWorkerTime`` message, with Reverb's fields and
+field numbers (``WhichOneof('distribution')``, ``HasField('heap')``,
+``SerializeToString()`` all work as with Reverb). resound adds the
+limiter's ``delete_stats``, the chunk count, the bytes the table's items
+hold and its ``max_bytes``. An options message compares equal to the
+selector it describes (``info.sampler_options == selectors.Fifo()``).
 
 Example:
     >>> import resound
@@ -12,6 +16,8 @@ Example:
     >>> info = table.info
     >>> info.current_size, info.rate_limiter_info.max_diff
     (0, 10.0)
+    >>> info.sampler_options.WhichOneof('distribution'), info.sampler_options.is_deterministic
+    ('fifo', True)
 """
 
 from __future__ import annotations
@@ -19,54 +25,105 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from resound import _core, item_selectors
+from resound import _core, _proto, item_selectors
 
-__all__ = ["RateLimiterCallStats", "RateLimiterInfo", "TableInfo", "TableWorkerTime", "combined"]
+__all__ = [
+    "KeyDistributionOptions",
+    "RateLimiterCallStats",
+    "RateLimiterInfo",
+    "TableInfo",
+    "TableWorkerTime",
+    "combined",
+    "key_distribution_options",
+    "selector_from_options",
+]
 
-
-@dataclasses.dataclass(frozen=True)
-class RateLimiterCallStats:
-    completed: int = 0
-
-
-@dataclasses.dataclass(frozen=True)
-class RateLimiterInfo:
-    samples_per_insert: float
-    min_diff: float
-    max_diff: float
-    min_size_to_sample: int
-    insert_stats: RateLimiterCallStats = RateLimiterCallStats()
-    sample_stats: RateLimiterCallStats = RateLimiterCallStats()
-    delete_stats: RateLimiterCallStats = RateLimiterCallStats()
+KeyDistributionOptions = _proto.KeyDistributionOptions
+RateLimiterCallStats = _proto.RateLimiterCallStats
+RateLimiterInfo = _proto.RateLimiterInfo
+TableWorkerTime = _proto.TableWorkerTime
 
 
-@dataclasses.dataclass(frozen=True)
-class TableWorkerTime:
-    """Reverb's per-worker timings; resound has no table worker thread, so
-    these stay zero and exist for code that reads them."""
+def key_distribution_options(
+    selector: item_selectors.ItemSelector | _core.SelectorOptions,
+) -> Any:
+    """The ``KeyDistributionOptions`` message describing ``selector`` (a
+    selector object or the core's options of one).
 
-    running_ms: int = 0
-    sampling_ms: int = 0
-    inserting_ms: int = 0
-    sleeping_ms: int = 0
-    waiting_for_sampling_ms: int = 0
-    waiting_for_inserts_ms: int = 0
+    Example:
+        >>> from resound import selectors
+        >>> key_distribution_options(selectors.Prioritized(0.8)).prioritized.priority_exponent
+        0.8
+        >>> key_distribution_options(selectors.MaxHeap()).heap.min_heap
+        False
+    """
+    options = selector.options if isinstance(selector, item_selectors.ItemSelector) else selector
+    kind = options.kind
+    message = KeyDistributionOptions(is_deterministic=options.is_deterministic)
+    if kind == "prioritized":
+        message.prioritized.priority_exponent = options.priority_exponent
+    elif kind in ("min_heap", "max_heap"):
+        message.heap.min_heap = kind == "min_heap"
+        message.heap.SetInParent()  # set even when min_heap is False (the default)
+    elif kind in ("fifo", "lifo", "uniform"):
+        setattr(message, kind, True)
+    else:
+        raise ValueError(f"unknown selector kind {kind!r}")
+    return message
+
+
+def selector_from_options(options: Any) -> item_selectors.ItemSelector:
+    """The selector a ``KeyDistributionOptions`` message (or its serialized
+    bytes) describes; ValueError if it names no distribution.
+
+    Example:
+        >>> selector_from_options(KeyDistributionOptions(lifo=True))
+        LifoSelector
+    """
+    if isinstance(options, (bytes, bytearray, memoryview)):
+        try:
+            options = KeyDistributionOptions.FromString(bytes(options))
+        except Exception as error:  # noqa: BLE001 - protobuf's DecodeError
+            raise ValueError(f"options are not a KeyDistributionOptions message: {error}") from None
+    if not isinstance(options, KeyDistributionOptions):
+        raise ValueError(
+            f"options must be a KeyDistributionOptions message or its bytes, got {options!r}"
+        )
+    kind = options.WhichOneof("distribution")
+    if kind == "prioritized":
+        return item_selectors.Prioritized(options.prioritized.priority_exponent)
+    if kind == "heap":
+        return item_selectors.HeapSelector(min_heap=options.heap.min_heap)
+    if kind == "fifo":
+        return item_selectors.Fifo()
+    if kind == "lifo":
+        return item_selectors.Lifo()
+    if kind == "uniform":
+        return item_selectors.Uniform()
+    raise ValueError(
+        "KeyDistributionOptions must set one distribution (fifo, lifo, uniform, prioritized "
+        f"or heap), got {options!r}"
+    )
+
+
+def _calls(completed: int) -> Any:
+    return RateLimiterCallStats(completed=int(completed))
 
 
 @dataclasses.dataclass(frozen=True)
 class TableInfo:
     name: str
-    sampler_options: item_selectors.ItemSelector
-    remover_options: item_selectors.ItemSelector
+    sampler_options: Any  # KeyDistributionOptions
+    remover_options: Any  # KeyDistributionOptions
     max_size: int
     max_times_sampled: int
-    rate_limiter_info: RateLimiterInfo
+    rate_limiter_info: Any  # RateLimiterInfo
     signature: Any
     current_size: int
     num_episodes: int
     num_deleted_episodes: int
     num_unique_samples: int
-    table_worker_time: TableWorkerTime = TableWorkerTime()
+    table_worker_time: Any = dataclasses.field(default_factory=TableWorkerTime)
     num_chunks: int = 0
     memory_bytes: int = 0
     max_bytes: int | None = None  # beyond Reverb: the table's memory bound, if any
@@ -77,8 +134,8 @@ class TableInfo:
         limiter = info.rate_limiter
         return cls(
             name=info.name,
-            sampler_options=item_selectors.from_options(info.sampler),
-            remover_options=item_selectors.from_options(info.remover),
+            sampler_options=key_distribution_options(info.sampler),
+            remover_options=key_distribution_options(info.remover),
             max_size=info.max_size,
             max_times_sampled=info.max_times_sampled,
             rate_limiter_info=RateLimiterInfo(
@@ -86,9 +143,9 @@ class TableInfo:
                 min_diff=limiter["min_diff"],
                 max_diff=limiter["max_diff"],
                 min_size_to_sample=int(limiter["min_size_to_sample"]),
-                insert_stats=RateLimiterCallStats(int(limiter["inserts"])),
-                sample_stats=RateLimiterCallStats(int(limiter["samples"])),
-                delete_stats=RateLimiterCallStats(int(limiter["deletes"])),
+                insert_stats=_calls(limiter["inserts"]),
+                sample_stats=_calls(limiter["samples"]),
+                delete_stats=_calls(limiter["deletes"]),
             ),
             signature=signature,
             current_size=info.current_size,
@@ -115,25 +172,20 @@ def combined(infos: list[TableInfo]) -> TableInfo:
     if not infos:
         raise ValueError("combined() needs the info of at least one server")
     first = infos[0]
-    limiter = first.rate_limiter_info
 
     def total(field: str) -> int:
         return sum(getattr(info, field) for info in infos)
 
-    def calls(field: str) -> RateLimiterCallStats:
-        return RateLimiterCallStats(
-            sum(getattr(info.rate_limiter_info, field).completed for info in infos)
+    limiter = RateLimiterInfo()
+    limiter.CopyFrom(first.rate_limiter_info)
+    for field in ("insert_stats", "sample_stats", "delete_stats"):
+        getattr(limiter, field).completed = sum(
+            getattr(info.rate_limiter_info, field).completed for info in infos
         )
-
     return dataclasses.replace(
         first,
         max_size=total("max_size"),
-        rate_limiter_info=dataclasses.replace(
-            limiter,
-            insert_stats=calls("insert_stats"),
-            sample_stats=calls("sample_stats"),
-            delete_stats=calls("delete_stats"),
-        ),
+        rate_limiter_info=limiter,
         current_size=total("current_size"),
         num_episodes=total("num_episodes"),
         num_deleted_episodes=total("num_deleted_episodes"),

@@ -26,17 +26,20 @@ __all__ = [
     "InsertRequest",
     "InsertResponse",
     "ItemBatch",
+    "KeyDistributionOptions",
     "MutatePrioritiesRequest",
     "MutatePrioritiesResponse",
+    "RateLimiterCallStats",
+    "RateLimiterInfo",
     "ResetRequest",
     "ResetResponse",
     "SampleRequest",
     "SampleResponse",
     "SampledItems",
-    "SelectorInfo",
     "ServerInfoRequest",
     "ServerInfoResponse",
     "TableInfo",
+    "TableWorkerTime",
     "Trajectories",
 ]
 
@@ -66,7 +69,10 @@ MutatePrioritiesResponse = _message("MutatePrioritiesResponse")
 ResetRequest = _message("ResetRequest")
 ResetResponse = _message("ResetResponse")
 ServerInfoRequest = _message("ServerInfoRequest")
-SelectorInfo = _message("SelectorInfo")
+KeyDistributionOptions = _message("KeyDistributionOptions")
+RateLimiterCallStats = _message("RateLimiterCallStats")
+RateLimiterInfo = _message("RateLimiterInfo")
+TableWorkerTime = _message("TableWorkerTime")
 TableInfo = _message("TableInfo")
 ServerInfoResponse = _message("ServerInfoResponse")
 CheckpointRequest = _message("CheckpointRequest")

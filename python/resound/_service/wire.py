@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from resound import _core, _proto, item_selectors, specs
-from resound.table_info import RateLimiterCallStats, RateLimiterInfo, TableInfo
+from resound import _core, _proto, specs, table_info
+from resound.table_info import TableInfo
 
 __all__ = [
     "add_chunks",
@@ -128,20 +128,13 @@ def packed_trajectories(message: Any) -> _core.PackedTrajectories:
 
 
 def table_info_message(info: TableInfo, signature: Any) -> Any:
-    limiter = info.rate_limiter_info
     return _proto.TableInfo(
         name=info.name,
-        sampler=_selector_message(info.sampler_options),
-        remover=_selector_message(info.remover_options),
+        sampler_options=info.sampler_options,
+        remover_options=info.remover_options,
         max_size=info.max_size,
         max_times_sampled=info.max_times_sampled,
-        samples_per_insert=limiter.samples_per_insert,
-        min_diff=limiter.min_diff,
-        max_diff=limiter.max_diff,
-        min_size_to_sample=limiter.min_size_to_sample,
-        inserts=limiter.insert_stats.completed,
-        samples=limiter.sample_stats.completed,
-        deletes=limiter.delete_stats.completed,
+        rate_limiter_info=info.rate_limiter_info,
         current_size=info.current_size,
         num_episodes=info.num_episodes,
         num_deleted_episodes=info.num_deleted_episodes,
@@ -154,21 +147,17 @@ def table_info_message(info: TableInfo, signature: Any) -> Any:
 
 
 def table_info_from_message(message: Any) -> TableInfo:
+    # The options must name a selector (as every server's do); checked here
+    # so that a malformed answer fails at once, not at first use.
+    for options in (message.sampler_options, message.remover_options):
+        table_info.selector_from_options(options)
     return TableInfo(
         name=message.name,
-        sampler_options=_selector_from(message.sampler),
-        remover_options=_selector_from(message.remover),
+        sampler_options=message.sampler_options,
+        remover_options=message.remover_options,
         max_size=message.max_size,
         max_times_sampled=message.max_times_sampled,
-        rate_limiter_info=RateLimiterInfo(
-            samples_per_insert=message.samples_per_insert,
-            min_diff=message.min_diff,
-            max_diff=message.max_diff,
-            min_size_to_sample=message.min_size_to_sample,
-            insert_stats=RateLimiterCallStats(message.inserts),
-            sample_stats=RateLimiterCallStats(message.samples),
-            delete_stats=RateLimiterCallStats(message.deletes),
-        ),
+        rate_limiter_info=message.rate_limiter_info,
         signature=specs.decode_signature(message.signature),
         current_size=message.current_size,
         num_episodes=message.num_episodes,
@@ -177,15 +166,4 @@ def table_info_from_message(message: Any) -> TableInfo:
         num_chunks=message.num_chunks,
         memory_bytes=message.memory_bytes,
         max_bytes=message.max_bytes or None,
-    )
-
-
-def _selector_message(selector: item_selectors.ItemSelector) -> Any:
-    options = selector.options
-    return _proto.SelectorInfo(kind=options.kind, priority_exponent=options.priority_exponent)
-
-
-def _selector_from(message: Any) -> item_selectors.ItemSelector:
-    return item_selectors.from_options(
-        _core.SelectorOptions(message.kind, message.priority_exponent)
     )

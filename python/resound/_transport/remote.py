@@ -181,7 +181,7 @@ class RemoteTransport:
         info = self._info(name)
         return TableMeta(
             name,
-            info.sampler_options.options.kind == "prioritized",
+            info.sampler_options.WhichOneof("distribution") == "prioritized",
             info.signature,
             None if info.signature is None else specs.flat_signature(info.signature),
             None,
