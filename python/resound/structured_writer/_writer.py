@@ -136,7 +136,9 @@ class StructuredWriter:
         Raises:
             ValueError: the flattened length changed, a field got a second value
                 in the same step, or a value's dtype/shape differs from the
-                field's first value.
+                field's first value. A rejected append changes nothing (in
+                this writer or the TrajectoryWriter under it): the same step,
+                fixed, can be appended next.
         """
         flat = nest.flatten(data)
         if self._flat_length is None:
@@ -145,7 +147,6 @@ class StructuredWriter:
                     f"The configs read field {self._max_index} of the step but the flattened "
                     f"data has only {len(flat)} fields."
                 )
-            self._flat_length = len(flat)
         elif len(flat) != self._flat_length:
             raise ValueError(
                 f"Flattened data has an unexpected length, got {len(flat)} but wanted "
@@ -154,11 +155,14 @@ class StructuredWriter:
 
         # Only the fields some config reads go to the writer, as {flat index:
         # value}: the column paths are (index,) whichever fields are present.
+        # It checks every value (dtype, shape, a field set twice in a step)
+        # before it takes any: a rejected step leaves no trace there, nor here.
         forward = {i: flat[i] for i in self._used}
         try:
             refs = self._writer.append(forward, partial_step=partial_step)
         except ValueError as error:
             raise self._reword(error, data) from error
+        self._flat_length = len(flat)
 
         history = self._history
         if not self._step_is_open:
@@ -179,11 +183,6 @@ class StructuredWriter:
             for i in self._used:
                 ref = refs[i]
                 if ref is not None:
-                    if history[i][-1] is not None:
-                        raise ValueError(
-                            f"Field {i} got a value from more than one append call in the same "
-                            "step."
-                        )
                     history[i][-1] = ref
                     self._row_has_data = True
             for i in self._cond_columns:

@@ -126,7 +126,9 @@ class _Column:
 
     # --- chunker
 
-    def add(self, value: Any, step: int) -> CellRef:
+    def checked(self, value: Any) -> np.ndarray:
+        """``value`` as an array this column accepts (its dtype and shape), or
+        ValueError. Changes nothing: an append checks all its values first."""
         array = value if type(value) is np.ndarray else _as_array(value)
         if (
             array.dtype is not self.dtype
@@ -139,6 +141,10 @@ class _Column:
                 f"Tensor of incompatible shape provided for column {self.path!r}. Got "
                 f"{list(array.shape)} which is incompatible with {list(self.shape)}."
             )
+        return array
+
+    def add(self, array: np.ndarray, step: int) -> CellRef:
+        """Adds a value returned by :meth:`checked` as row ``step``."""
         chunker = self.chunker
         if chunker is None:
             return self._add_here(array, step)

@@ -17,7 +17,6 @@ from resound import _codec, nest
 from resound.errors import DeadlineExceededError, ReverbError
 from resound.trajectory_writer._columns import _Chunk, _Column
 from resound.trajectory_writer._references import (
-    CellRef,
     TrajectoryColumn,
     _ColumnHistory,
     _NoColumn,
@@ -29,12 +28,12 @@ from resound.trajectory_writer._send_queue import (
     _SendQueue,
 )
 from resound.trajectory_writer._slices import _empty_column_error, _run_slices, _slices
+from resound.trajectory_writer._steps import _StepAppender
 from resound.trajectory_writer._validation import (
     _check_chunk_length,
     _check_positive,
     _ItemChecks,
 )
-from resound.trajectory_writer._values import _as_array
 
 # object.__new__: the hot paths build slotted objects field by field, which
 # costs about half of a call to their __init__.
@@ -49,7 +48,7 @@ def _random_source() -> random.Random:
     return random.Random(os.urandom(16))
 
 
-class TrajectoryWriter(_SendQueue, _ItemChecks):
+class TrajectoryWriter(_StepAppender, _SendQueue, _ItemChecks):
     """Writes steps and creates items; see the module docstring.
 
     Create it with ``Client.trajectory_writer(num_keep_alive_refs)``.
@@ -135,155 +134,6 @@ class TrajectoryWriter(_SendQueue, _ItemChecks):
         return len(self._pending) + self._link.in_flight
 
     # --- writing
-
-    def append(self, data: Any, *, partial_step: bool = False) -> Any:
-        """Appends a step (or part of one, with ``partial_step=True``).
-
-        Returns ``data``'s structure with a CellRef for every value (None
-        where the value was None).
-
-        If a value is rejected (ValueError: wrong dtype or shape, or a field
-        already set in the open step), the values before it (in flattened
-        order) stay in the step, which stays open as after a partial append:
-        complete it with the remaining fields, or end the episode.
-        """
-        if self._closed or self._error is not None:
-            self._check_usable()
-        step = self._episode_step
-        fast_keys = self._fast_keys
-        if type(data) is dict and fast_keys is not None and tuple(data) == fast_keys:
-            refs = {}
-            if self._step_open:
-                fast_columns = self._fast_columns
-                for key, value in data.items():
-                    column = fast_columns[key]
-                    refs[key] = None if value is None else self._add(column, value, step)
-            else:
-                # A new step holding every column: record each value directly.
-                self._steps_in_history += 1
-                try:
-                    fast_columns = self._fast_columns
-                    for key, value in data.items():
-                        column = fast_columns[key]
-                        ref = refs[key] = None if value is None else column.add(value, step)
-                        # column.push_history(ref), inline:
-                        history = column.history
-                        if len(history) == history.maxlen:
-                            column.history_dropped += 1
-                            if history[0] is None:
-                                column.history_nones -= 1
-                        history.append(ref)
-                        if ref is None:
-                            column.history_nones += 1
-                except BaseException:
-                    self._keep_step_open()
-                    raise
-            result: Any = refs
-        else:
-            if not self._step_open:
-                self._open_step()
-            try:
-                result = self._append_general(data, step)
-            except BaseException:
-                self._keep_step_open()
-                raise
-        if not partial_step:
-            self._step_open = False
-            self._episode_step += 1
-            self._episode_steps += 1
-        else:
-            self._step_open = True
-        return result
-
-    def _keep_step_open(self) -> None:
-        """After a failed append: every column gets an entry for the step (None
-        where no value was added), which stays open for the rest of its values."""
-        for column in self._column_list:
-            if column.history_length() < self._steps_in_history:
-                column.push_history(None)
-        self._step_open = True
-
-    def _open_step(self) -> None:
-        for column in self._column_list:
-            column.push_history(None)
-        self._steps_in_history += 1
-
-    def _add(self, column: Any, value: Any, step: int) -> CellRef:
-        if column.history[-1] is not None:
-            raise ValueError(
-                f"Field {column.path!r} has already been set in the active step by previous "
-                "(partial) append call and thus must be omitted or set to None but got: "
-                f"{value!r}"
-            )
-        ref = column.add(value, step)
-        column.history[-1] = ref
-        column.history_nones -= 1
-        return ref
-
-    def _append_general(self, data: Any, step: int) -> Any:
-        flat = nest.flatten_with_path(data)
-        refs = []
-        new_paths = False
-        try:
-            for path, value in flat:
-                if value is None:
-                    refs.append(None)
-                    if path not in self._columns and path not in self._none_paths:
-                        # A field seen only as None so far: in history, all None.
-                        self._none_paths.add(path)
-                        new_paths = True
-                    continue
-                column = self._columns.get(path)
-                if column is None:
-                    column = self._new_column(path, value)
-                    new_paths = True
-                refs.append(self._add(column, value, step))
-        except BaseException:
-            if new_paths:  # columns made before the failure belong in history
-                self._structure = _merge_structures(self._structure, data)
-                self._history = None
-                self._fast_keys = None
-            raise
-        if new_paths or self._structure is None:
-            self._structure = _merge_structures(self._structure, data)
-            self._history = None
-        # Remember plain {key: leaf} steps so the next ones skip flattening.
-        if (
-            type(data) is dict
-            and all(len(path) == 1 for path, _ in flat)
-            and len(flat) == len(data)
-        ):
-            self._fast_keys = tuple(data)
-            self._fast_columns = {key: self._columns.get((key,)) for key in data}
-            if any(column is None for column in self._fast_columns.values()) or len(
-                self._fast_columns
-            ) != len(self._column_list):
-                self._fast_keys = None
-        else:
-            self._fast_keys = None
-        return nest.unflatten_as(data, refs)
-
-    def _new_column(self, path: nest.Path, value: Any) -> _Column:
-        keep_alive, chunk_length = self._configs.get(
-            path, (self._default_keep_alive, self._default_chunk_length)
-        )
-        column = _Column(
-            self,
-            path,
-            len(self._column_list),
-            _as_array(value),
-            keep_alive,
-            chunk_length,
-            self._history_size,
-        )
-        # Earlier steps of a new column read as None.
-        kept = min(self._steps_in_history, self._history_size)
-        column.history.extend([None] * kept)
-        column.history_dropped = self._steps_in_history - kept
-        column.history_nones = kept
-        self._columns[path] = column
-        self._column_list.append(column)
-        return column
 
     def configure(
         self, path: Any, *, num_keep_alive_refs: int, max_chunk_length: int | None
@@ -484,23 +334,3 @@ class TrajectoryWriter(_SendQueue, _ItemChecks):
             raise RuntimeError("TrajectoryWriter::Close has been called.")
         if self._error is not None:
             raise self._error
-
-
-def _merge_structures(old: Any, new: Any) -> Any:
-    """The union of two structures (new keys and longer sequences are added)."""
-    if old is None:
-        return new
-    if isinstance(old, dict) and isinstance(new, dict):
-        merged = dict(old)
-        for key, value in new.items():
-            merged[key] = _merge_structures(old.get(key), value)
-        return merged
-    if isinstance(old, (list, tuple)) and isinstance(new, (list, tuple)) and type(old) is type(new):
-        items = [
-            _merge_structures(old[i] if i < len(old) else None, new[i] if i < len(new) else None)
-            for i in range(max(len(old), len(new)))
-        ]
-        if hasattr(type(old), "_fields"):
-            return type(old)(*items)
-        return type(old)(items)
-    return old if new is None else new
