@@ -1,5 +1,7 @@
 """StructuredWriter at its edges, over both transports: a rejected append
-leaves no trace (in the writer or the TrajectoryWriter under it)."""
+leaves no trace (in the writer or the TrajectoryWriter under it), and
+end_episode starts a new episode, with its buffers cleared or kept as asked,
+even when its flush times out."""
 
 from __future__ import annotations
 
@@ -81,3 +83,36 @@ def test_a_rejected_first_append_fixes_nothing(serve):
     writer.append([np.float32(5)])
     writer.flush()
     assert take(client, "pairs", 1) == [[5.0]]
+
+
+@pytest.mark.parametrize("clear_buffers", [True, False], ids=["clear", "keep"])
+def test_end_episode_timeout_still_starts_a_new_episode(serve, clear_buffers):
+    # `every` (one step per item) goes to a queue of one, so its items wait;
+    # `pairs` shows whether the buffers were kept.
+    every = sw.create_config({"a": REF["a"][-1]}, "every")
+    first_step = sw.create_config(
+        {"a": REF["a"][-1]}, "first", conditions=[sw.Condition.step_index() == 0]
+    )
+    server, client = serve(
+        resound.Table.queue("every", 1),
+        resound.Table.queue("pairs", 100),
+        resound.Table.queue("first", 100),
+    )
+    writer = client.structured_writer([every, PAIRS, first_step])
+    for t in range(3):
+        writer.append({"a": np.float32(t), "b": t})
+    with pytest.raises(resound.DeadlineExceededError):
+        writer.end_episode(clear_buffers=clear_buffers, timeout_ms=0)
+    assert not writer.step_is_open
+    for t in range(3, 5):
+        writer.append({"a": np.float32(t), "b": t})
+    # The waiting items still go in, in order, then the new episode's.
+    assert take(client, "every", 5) == [[float(t)] for t in range(5)]
+    writer.end_episode(timeout_ms=int(SAFETY * 1000))
+    # Step indices restarted: step 3 was step 0 of the new episode.
+    assert take(client, "first", 2) == [[0.0], [3.0]]
+    pairs = [[[float(t), float(t + 1)], [t, t + 1]] for t in range(4)]
+    if clear_buffers:
+        del pairs[2]  # no pair spans the boundary between steps 2 and 3
+    assert take(client, "pairs", len(pairs)) == pairs
+    assert size(server, "pairs") == 0

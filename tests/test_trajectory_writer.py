@@ -1135,29 +1135,84 @@ def test_end_episode_flushes_pending_items(serve):
     assert size(server) == 3 and writer.num_pending_items == 0
 
 
+def test_an_item_cannot_span_a_cleared_episode_boundary(serve):
+    server, client = serve(uniform())
+    writer = client.trajectory_writer(4, max_chunk_length=2)
+    for i in range(3):
+        writer.append({"x": i})
+    old_run = writer.history["x"][-2:]  # consecutive references (a history slice)
+    old_one = writer.history["x"][-1]
+    writer.end_episode(clear_buffers=True)
+    writer.append({"x": 3})
+    new_one = writer.history["x"][-1]
+    spanning = TrajectoryColumn([*old_run, *new_one])
+    for column in (old_run, old_one, spanning, old_run[::-1]):
+        with pytest.raises(ValueError, match="Column contains expired CellRef"):
+            writer.create_item("u", 1.0, {"x": column})
+    with pytest.raises(RuntimeError, match="expired"):
+        old_one.numpy()
+    writer.create_item("u", 1.0, {"x": new_one})  # the new episode's own step is fine
+    writer.flush()
+    assert size(server, "u") == 1
+    np.testing.assert_array_equal(take(client, "u")[0][0], 3)
+
+
+def test_an_item_may_span_a_kept_episode_boundary(serve):
+    server, client = serve(uniform())
+    writer = client.trajectory_writer(4, max_chunk_length=2)
+    for i in range(3):
+        writer.append({"x": i})
+    old_run = writer.history["x"][-2:]
+    writer.end_episode(clear_buffers=False)
+    writer.append({"x": 3})
+    writer.create_item("u", 1.0, {"x": TrajectoryColumn([*old_run, *writer.history["x"][-1]])})
+    writer.flush()
+    (item,) = items(server, "u")
+    assert len({chunk.episode_id for chunk in item.chunks}) == 2
+    np.testing.assert_array_equal(take(client, "u")[0][0], [1, 2, 3])
+
+
 @pytest.mark.parametrize("timeout_ms", [0, 30])
-def test_end_episode_timeout_changes_nothing(serve, timeout_ms):
+def test_end_episode_timeout_still_starts_a_new_episode(serve, timeout_ms):
     server, client = serve(queue(max_size=1))
     writer = client.trajectory_writer(4, max_chunk_length=1)
-    fill_queue(writer, 3)
+    fill_queue(writer, 3)  # one item in the table, two waiting for room
     refs = writer.history["x"][:]
     with pytest.raises(
         resound.DeadlineExceededError, match="End episode call did not complete within"
     ):
         writer.end_episode(timeout_ms=timeout_ms)
-    # Deviation 4: nothing was reset.
-    assert writer.episode_steps == 3
-    assert len(writer.history["x"]) == 3
+    # The buffers and the episode were reset all the same.
+    assert writer.episode_steps == 0
+    assert len(writer.history["x"]) == 0
+    assert all(ref.expired for ref in refs)  # also those the waiting items use
+    with pytest.raises(ValueError, match="Column contains expired CellRef"):
+        writer.create_item("q", 1.0, {"x": refs[-1:]})
+    writer.append({"x": np.float32(3)})
+    writer.create_item("q", 1.0, {"x": writer.history["x"][-1]})
+    # The waiting items still go in, in order, and the new one after them.
+    assert [data[0].tolist() for data in take(client, "q", 4)] == [0.0, 1.0, 2.0, 3.0]
+    writer.end_episode(timeout_ms=int(SAFETY * 1000))
+    assert writer.num_pending_items == 0
+
+
+def test_end_episode_timeout_keeping_the_buffers(serve):
+    server, client = serve(queue(max_size=1))
+    writer = client.trajectory_writer(4, max_chunk_length=1)
+    fill_queue(writer, 3)
+    refs = writer.history["x"][:]
+    with pytest.raises(resound.DeadlineExceededError):
+        writer.end_episode(clear_buffers=False, timeout_ms=0)
+    assert writer.episode_steps == 0
+    assert len(writer.history["x"]) == 3  # the history continues
     assert not any(ref.expired for ref in refs)
     writer.append({"x": np.float32(3)})
-    writer.create_item("q", 1.0, writer.history["x"][-2:])
+    writer.create_item("q", 1.0, {"x": writer.history["x"][-2:]})  # spans the boundary
     got = take(client, "q", 4)
-    writer.end_episode(timeout_ms=int(SAFETY * 1000))
-    assert writer.episode_steps == 0
     assert [data[0].tolist() for data in got] == [0.0, 1.0, 2.0, [2.0, 3.0]]
 
 
-def test_end_episode_timeout_keeps_the_episode_id(serve):
+def test_end_episode_timeout_draws_a_new_episode_id(serve):
     server, client = serve(queue(max_size=1))
     writer = client.trajectory_writer(2, max_chunk_length=1)
     fill_queue(writer, 2)
@@ -1169,7 +1224,17 @@ def test_end_episode_timeout_keeps_the_episode_id(serve):
     for _ in range(3):
         (sample,) = server.table("q")._core.sample(1, SAFETY)
         episodes.append(sample.chunks[0].episode_id)
-    assert len(set(episodes)) == 1
+    assert episodes[0] == episodes[1] != episodes[2]
+
+
+def test_end_episode_rejects_a_bad_timeout_without_ending_the_episode(serve):
+    _, client = serve(queue())
+    writer = client.trajectory_writer(2)
+    writer.append({"x": 1})
+    with pytest.raises(ValueError, match="timeout_ms"):
+        writer.end_episode(timeout_ms=-5)
+    assert writer.episode_steps == 1
+    assert len(writer.history["x"]) == 1
 
 
 # --- close, context manager, garbage collection

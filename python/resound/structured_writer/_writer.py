@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from resound import nest
-from resound.errors import ReverbError
+from resound.errors import DeadlineExceededError, ReverbError
 from resound.structured_writer._config import Config
 from resound.structured_writer._plans import (
     _BUFFER_LENGTH,
@@ -219,11 +219,19 @@ class StructuredWriter:
 
         Raises:
             DeadlineExceededError: the flush did not finish within
-                ``timeout_ms``; the items keep being sent and the episode is
-                not ended (call ``end_episode`` again).
+                ``timeout_ms``. The new episode has started all the same
+                (buffers cleared or kept as asked) and the items keep being
+                sent in the background.
         """
         self._apply_configs(True)
-        self._writer.end_episode(clear_buffers, timeout_ms=timeout_ms)
+        try:
+            self._writer.end_episode(clear_buffers, timeout_ms=timeout_ms)
+        except DeadlineExceededError:
+            self._start_episode(clear_buffers)
+            raise
+        self._start_episode(clear_buffers)
+
+    def _start_episode(self, clear_buffers: bool) -> None:
         if clear_buffers:
             for column in self._history.values():
                 column.clear()

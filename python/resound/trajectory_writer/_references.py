@@ -36,12 +36,14 @@ class CellRef:
 
     @property
     def expired(self) -> bool:
-        """True once the writer no longer keeps the value (see the module doc)."""
+        """True once the writer no longer keeps the value: it left the
+        keep-alive window (unless an item waiting in the writer uses it), or
+        ``end_episode`` cleared the buffers since it was appended."""
         column = self._column
-        if self._chunk.pins:
-            return False
         if self._generation != column.generation:
             return True
+        if self._chunk.pins:
+            return False
         return self._seq < column.count - column.keep_alive
 
     @property

@@ -27,8 +27,8 @@ def _run_slices(refs: list[CellRef], index: int, chunks: list[_Chunk]) -> tuple[
     """
     first = refs[0]
     column = first._column
-    if not first._chunk.pins and (
-        first._generation != column.generation or first._seq < column.count - column.keep_alive
+    if first._generation != column.generation or (
+        not first._chunk.pins and first._seq < column.count - column.keep_alive
     ):
         # The oldest may be expired while a newer one is pinned: decide per reference.
         return _slices(TrajectoryColumn(refs), index, chunks)

@@ -185,9 +185,8 @@ class TrajectoryWriter(_StepAppender, _SendQueue, _ItemChecks):
                 ref = refs[0]
                 chunk = ref._chunk
                 column = ref._column
-                if not chunk.pins and (
-                    ref._generation != column.generation
-                    or ref._seq < column.count - column.keep_alive
+                if ref._generation != column.generation or (
+                    not chunk.pins and ref._seq < column.count - column.keep_alive
                 ):
                     raise ValueError(f"Error in column {index}: Column contains expired CellRef.")
                 if chunk not in chunks:
@@ -263,11 +262,37 @@ class TrajectoryWriter(_StepAppender, _SendQueue, _ItemChecks):
         """Flushes every item, then starts a new episode.
 
         With ``clear_buffers`` every reference expires and the history is
-        cleared; without, references stay usable across the boundary.
+        cleared, so an item cannot span the boundary (``ValueError``: expired
+        references); without, references stay usable across it. Either way
+        ``episode_steps`` restarts at 0 and a new episode id is drawn.
+
+        If the items are not all in their tables within ``timeout_ms``, the
+        new episode starts all the same (buffers cleared or kept as asked),
+        the items keep flowing in the background, and DeadlineExceededError
+        is raised (as Reverb documents; its writer raises before resetting).
+
+        Example:
+            >>> import resound
+            >>> server = resound.Server([resound.Table.queue('q', 10)], listen=False)
+            >>> writer = server.in_process_client().trajectory_writer(2)
+            >>> old = writer.append({'obs': 1.0})['obs']
+            >>> writer.end_episode()
+            >>> old.expired, len(writer.history['obs']), writer.episode_steps
+            (True, 0, 0)
         """
         self._check_usable()
-        self._wait_until(0, timeout_ms, "End episode")
-        self._wait_for_link(0, timeout_ms, "End episode")
+        try:
+            self._wait_until(0, timeout_ms, "End episode")
+            self._wait_for_link(0, timeout_ms, "End episode")
+        except DeadlineExceededError:
+            self._start_episode(clear_buffers)
+            raise
+        self._start_episode(clear_buffers)
+
+    def _start_episode(self, clear_buffers: bool) -> None:
+        """Ends the open chunks (clear_buffers: drops them, expiring every
+        reference) and starts a new episode. Items waiting in the writer keep
+        their chunks (they were completed and are held for them)."""
         for column in self._column_list:
             if clear_buffers:
                 column.reset()
