@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -39,6 +40,25 @@ def _leaf_spec(leaf: Any, index: int, path: Any) -> TensorSpec:
     return TensorSpec.from_value(leaf)
 
 
+def _is_tensorflow(leaf: Any) -> bool:
+    """True for TensorFlow objects (tf.TensorSpec, tf.Tensor), found without
+    importing TensorFlow."""
+    return type(leaf).__module__.partition(".")[0] == "tensorflow"
+
+
+def _tensorflow_spec(spec: TensorSpec, source: Any) -> Any:
+    """``spec`` as a tf.TensorSpec, with the dtype of ``source`` (the step
+    field it reads) when that is a TensorFlow object."""
+    tf = importlib.import_module("tensorflow")  # already imported: a leaf is TF's
+    if _is_tensorflow(source):
+        dtype = tf.as_dtype(source.dtype)
+    elif spec.dtype.kind in "SUO":
+        dtype = tf.string
+    else:
+        dtype = tf.as_dtype(spec.dtype)
+    return tf.TensorSpec(shape=spec.shape, dtype=dtype, name=spec.name)
+
+
 def infer_signature(configs: Sequence[Config], step_spec: Any) -> Any:
     """The table signature (a nest of TensorSpec) of the items ``configs`` insert.
 
@@ -47,6 +67,10 @@ def infer_signature(configs: Sequence[Config], step_spec: Any) -> Any:
     share ``pattern_structure`` and ``table``; per leaf they must agree on the
     dtype and on the shape apart from the leading dimension, which becomes
     ``None`` where they differ. Spec names are the leaf paths joined by ``/``.
+
+    The specs are ``tf.TensorSpec`` if any leaf of ``step_spec`` is a
+    TensorFlow object (as Reverb's are), and ``resound.TensorSpec``
+    otherwise; TensorFlow is never imported for other specs.
 
     Example:
         >>> import numpy as np
@@ -125,4 +149,9 @@ def infer_signature(configs: Sequence[Config], step_spec: Any) -> Any:
             same = all(s == known[0] for s in known)
             merged = known[0] if same else (None, *known[0][1:])
         specs.append(TensorSpec(merged, dtypes[0], "/".join(str(p) for p in path)))
+    if any(_is_tensorflow(leaf) for _, leaf in flat_step):
+        specs = [
+            _tensorflow_spec(spec, flat_step[first.flat[position].flat_source_index][1])
+            for position, spec in enumerate(specs)
+        ]
     return nest.unflatten_as(unpack_pattern(first), specs)
