@@ -243,11 +243,42 @@ def test_shape_change_raises(serve, first, second, got, expected):
         writer.append({"x": second})
 
 
+def writer_state(writer: resound.TrajectoryWriter) -> Any:
+    """What a rejected append must leave as it was: the fields, the values in
+    their history (None where none) and the episode's step count."""
+    history = {
+        path: [history_or_none(column, i) for i in range(len(column))]
+        for path, column in resound.nest.flatten_with_path(writer.history)
+    }
+    values = {
+        path: [None if entry is None else entry.numpy().tolist() for entry in entries]
+        for path, entries in history.items()
+    }
+    return values, writer.episode_steps
+
+
+def history_or_none(column: Any, position: int) -> Any:
+    try:
+        return column[position]
+    except ValueError:  # a None entry
+        return None
+
+
 @pytest.mark.parametrize("nested", [False, True], ids=["flat-dict", "nested"])
-def test_a_rejected_append_keeps_the_history_aligned(serve, nested):
-    # Fields in flattening order: a, b. The value for b is rejected.
+@pytest.mark.parametrize(
+    "bad, error",
+    [
+        (2.5, "Tensor of wrong dtype provided for column"),
+        (np.zeros(3, np.int64), "Tensor of incompatible shape provided for column"),
+        ({1, 2}, "unsupported object data"),
+    ],
+    ids=["dtype", "shape", "unsupported"],
+)
+def test_a_rejected_append_leaves_no_trace(serve, nested, bad, error):
+    # Fields in flattening order: a, b. The value for b is rejected; a comes
+    # first, so a writer that adds values as it checks them would keep it.
     server, client = serve(queue())
-    writer = client.trajectory_writer(4)
+    writer = client.trajectory_writer(4, max_chunk_length=3)
 
     def step(a: Any, b: Any) -> Any:
         return {"a": a, "n": {"b": b}} if nested else {"a": a, "b": b}
@@ -257,28 +288,44 @@ def test_a_rejected_append_keeps_the_history_aligned(serve, nested):
 
     writer.append(step(0, 0))
     writer.append(step(1, 1))
-    with pytest.raises(ValueError, match="wrong dtype"):
-        writer.append(step(2, 2.5))
-    for _ in range(2):  # failing again adds no step either
-        with pytest.raises(ValueError, match="wrong dtype"):
-            writer.append(step(None, 2.5))
-    assert writer.episode_steps == 2
-    # The failed step stays open (like a partial append) with the value of a.
-    assert len(column("a")) == len(column("b")) == 3
-    assert column("a")[-1].numpy() == 2
-    with pytest.raises(ValueError, match="cannot contain any None"):
-        column("b")[-1]
-    with pytest.raises(ValueError, match="has already been set in the active step"):
-        writer.append(step(2, 2))
-    writer.append(step(None, 2))  # completes the step
+    before = [len(column("a")), len(column("b")), writer.episode_steps]
+    for _ in range(2):  # failing again changes nothing either
+        with pytest.raises(ValueError, match=error):
+            writer.append(step(2, bad))
+        assert [len(column("a")), len(column("b")), writer.episode_steps] == before
+    assert column("a")[-1].numpy() == 1 and column("b")[-1].numpy() == 1
+    writer.append(step(2, 2))  # the same step, fixed
     writer.append(step(3, 3))
     assert writer.episode_steps == 4
     assert len(column("a")) == len(column("b")) == 4
     writer.create_item("q", 1.0, {"a": column("a")[:], "b": column("b")[:]})
     writer.flush()
+    # The chunkers saw no rejected row: steps 0-2 fill one chunk of 3 rows.
+    (item,) = items(server)
+    spans = sorted({(c.start_step, c.end_step, c.num_steps) for c in item.chunks})
+    assert spans == [(0, 2, 3), (3, 3, 1)]
     a, b = take(client, "q")[0]
     np.testing.assert_array_equal(a, [0, 1, 2, 3])
     np.testing.assert_array_equal(b, [0, 1, 2, 3])
+
+
+def test_a_rejected_append_into_an_open_step_keeps_the_step_as_it_was(serve):
+    _, client = serve(queue())
+    writer = client.trajectory_writer(4)
+    writer.append({"a": 1, "b": 2, "c": 3})
+    writer.append({"a": 4, "b": None, "c": None}, partial_step=True)
+    state = writer_state(writer)
+    with pytest.raises(ValueError, match="wrong dtype"):
+        writer.append({"a": None, "b": 5, "c": 1.5}, partial_step=True)
+    with pytest.raises(ValueError, match="has already been set in the active step"):
+        writer.append({"a": 7, "b": 5, "c": 6})  # b and c come after a
+    assert writer_state(writer) == state
+    assert state[0][("b",)] == [2, None]
+    writer.append({"a": None, "b": 5, "c": 6})  # completes the step
+    assert writer.episode_steps == 2
+    np.testing.assert_array_equal(writer.history["a"][:].numpy(), [1, 4])
+    np.testing.assert_array_equal(writer.history["b"][:].numpy(), [2, 5])
+    np.testing.assert_array_equal(writer.history["c"][:].numpy(), [3, 6])
 
 
 def test_a_rejected_first_value_can_be_retried_as_is(serve):
@@ -293,17 +340,42 @@ def test_a_rejected_first_value_can_be_retried_as_is(serve):
     np.testing.assert_array_equal(writer.history["x"][:].numpy(), [0, 1, 2])
 
 
-def test_a_rejected_new_field_still_appears_in_history(serve):
-    # Flattening order: a (new, accepted), b (rejected).
+@pytest.mark.parametrize(
+    "bad_step, error",
+    [
+        ({"a": 5, "b": np.float32(1), "c": None}, "wrong dtype"),
+        ({"a": 5, "b": 1, "c": np.datetime64("2020-01-01")}, "unsupported kind"),
+    ],
+    ids=["wrong-dtype", "unsupported-dtype"],
+)
+def test_a_rejected_append_adds_no_new_field(serve, bad_step, error):
+    # Flattening order: a (new, acceptable), b, c; b or c is rejected.
     _, client = serve(queue())
     writer = client.trajectory_writer(4)
     writer.append({"b": 1})
-    with pytest.raises(ValueError, match="wrong dtype"):
-        writer.append({"a": 5, "b": np.float32(1)})
+    state = writer_state(writer)
+    with pytest.raises(ValueError, match=error):
+        writer.append(bad_step)
+    assert writer_state(writer) == state
+    assert set(writer.history) == {"b"}
     writer.append({"b": 2})
+    assert set(writer.history) == {"b"}
+    writer.append({"a": np.float32(5), "b": 3})
     assert set(writer.history) == {"a", "b"}
+    assert [history_or_none(writer.history["a"], i) for i in range(2)] == [None, None]
     assert writer.history["a"][-1].numpy() == 5
-    assert writer.history["b"][-1].numpy() == 2
+    np.testing.assert_array_equal(writer.history["b"][:].numpy(), [1, 2, 3])
+
+
+def test_a_rejected_first_append_leaves_an_empty_writer(serve):
+    _, client = serve(queue())
+    writer = client.trajectory_writer(2)
+    with pytest.raises(ValueError, match="unsupported object data"):
+        writer.append({"a": 1, "b": object()})
+    with pytest.raises(RuntimeError, match="history cannot be accessed before"):
+        _ = writer.history
+    writer.append({"a": 1.0, "b": 2})
+    assert writer.history["a"][-1].numpy().dtype == np.float64
 
 
 def test_partial_steps_fill_one_step(serve):
@@ -1063,29 +1135,84 @@ def test_end_episode_flushes_pending_items(serve):
     assert size(server) == 3 and writer.num_pending_items == 0
 
 
+def test_an_item_cannot_span_a_cleared_episode_boundary(serve):
+    server, client = serve(uniform())
+    writer = client.trajectory_writer(4, max_chunk_length=2)
+    for i in range(3):
+        writer.append({"x": i})
+    old_run = writer.history["x"][-2:]  # consecutive references (a history slice)
+    old_one = writer.history["x"][-1]
+    writer.end_episode(clear_buffers=True)
+    writer.append({"x": 3})
+    new_one = writer.history["x"][-1]
+    spanning = TrajectoryColumn([*old_run, *new_one])
+    for column in (old_run, old_one, spanning, old_run[::-1]):
+        with pytest.raises(ValueError, match="Column contains expired CellRef"):
+            writer.create_item("u", 1.0, {"x": column})
+    with pytest.raises(RuntimeError, match="expired"):
+        old_one.numpy()
+    writer.create_item("u", 1.0, {"x": new_one})  # the new episode's own step is fine
+    writer.flush()
+    assert size(server, "u") == 1
+    np.testing.assert_array_equal(take(client, "u")[0][0], 3)
+
+
+def test_an_item_may_span_a_kept_episode_boundary(serve):
+    server, client = serve(uniform())
+    writer = client.trajectory_writer(4, max_chunk_length=2)
+    for i in range(3):
+        writer.append({"x": i})
+    old_run = writer.history["x"][-2:]
+    writer.end_episode(clear_buffers=False)
+    writer.append({"x": 3})
+    writer.create_item("u", 1.0, {"x": TrajectoryColumn([*old_run, *writer.history["x"][-1]])})
+    writer.flush()
+    (item,) = items(server, "u")
+    assert len({chunk.episode_id for chunk in item.chunks}) == 2
+    np.testing.assert_array_equal(take(client, "u")[0][0], [1, 2, 3])
+
+
 @pytest.mark.parametrize("timeout_ms", [0, 30])
-def test_end_episode_timeout_changes_nothing(serve, timeout_ms):
+def test_end_episode_timeout_still_starts_a_new_episode(serve, timeout_ms):
     server, client = serve(queue(max_size=1))
     writer = client.trajectory_writer(4, max_chunk_length=1)
-    fill_queue(writer, 3)
+    fill_queue(writer, 3)  # one item in the table, two waiting for room
     refs = writer.history["x"][:]
     with pytest.raises(
         resound.DeadlineExceededError, match="End episode call did not complete within"
     ):
         writer.end_episode(timeout_ms=timeout_ms)
-    # Deviation 4: nothing was reset.
-    assert writer.episode_steps == 3
-    assert len(writer.history["x"]) == 3
+    # The buffers and the episode were reset all the same.
+    assert writer.episode_steps == 0
+    assert len(writer.history["x"]) == 0
+    assert all(ref.expired for ref in refs)  # also those the waiting items use
+    with pytest.raises(ValueError, match="Column contains expired CellRef"):
+        writer.create_item("q", 1.0, {"x": refs[-1:]})
+    writer.append({"x": np.float32(3)})
+    writer.create_item("q", 1.0, {"x": writer.history["x"][-1]})
+    # The waiting items still go in, in order, and the new one after them.
+    assert [data[0].tolist() for data in take(client, "q", 4)] == [0.0, 1.0, 2.0, 3.0]
+    writer.end_episode(timeout_ms=int(SAFETY * 1000))
+    assert writer.num_pending_items == 0
+
+
+def test_end_episode_timeout_keeping_the_buffers(serve):
+    server, client = serve(queue(max_size=1))
+    writer = client.trajectory_writer(4, max_chunk_length=1)
+    fill_queue(writer, 3)
+    refs = writer.history["x"][:]
+    with pytest.raises(resound.DeadlineExceededError):
+        writer.end_episode(clear_buffers=False, timeout_ms=0)
+    assert writer.episode_steps == 0
+    assert len(writer.history["x"]) == 3  # the history continues
     assert not any(ref.expired for ref in refs)
     writer.append({"x": np.float32(3)})
-    writer.create_item("q", 1.0, writer.history["x"][-2:])
+    writer.create_item("q", 1.0, {"x": writer.history["x"][-2:]})  # spans the boundary
     got = take(client, "q", 4)
-    writer.end_episode(timeout_ms=int(SAFETY * 1000))
-    assert writer.episode_steps == 0
     assert [data[0].tolist() for data in got] == [0.0, 1.0, 2.0, [2.0, 3.0]]
 
 
-def test_end_episode_timeout_keeps_the_episode_id(serve):
+def test_end_episode_timeout_draws_a_new_episode_id(serve):
     server, client = serve(queue(max_size=1))
     writer = client.trajectory_writer(2, max_chunk_length=1)
     fill_queue(writer, 2)
@@ -1097,7 +1224,17 @@ def test_end_episode_timeout_keeps_the_episode_id(serve):
     for _ in range(3):
         (sample,) = server.table("q")._core.sample(1, SAFETY)
         episodes.append(sample.chunks[0].episode_id)
-    assert len(set(episodes)) == 1
+    assert episodes[0] == episodes[1] != episodes[2]
+
+
+def test_end_episode_rejects_a_bad_timeout_without_ending_the_episode(serve):
+    _, client = serve(queue())
+    writer = client.trajectory_writer(2)
+    writer.append({"x": 1})
+    with pytest.raises(ValueError, match="timeout_ms"):
+        writer.end_episode(timeout_ms=-5)
+    assert writer.episode_steps == 1
+    assert len(writer.history["x"]) == 1
 
 
 # --- close, context manager, garbage collection
