@@ -309,6 +309,7 @@ def test_timestep_dataset_emits_each_items_steps_in_order(address):
         shapes={"obs": tf.TensorShape([3])},
         max_in_flight_samples_per_worker=3,
         rate_limiter_timeout_ms=100,
+        num_workers_per_iterator=1,
     )
     rows = list(steps.as_numpy_iterator())
     assert [int(row.data["obs"][0]) for row in rows] == list(range(12))
@@ -323,12 +324,39 @@ def test_rate_limiter_timeout_ends_the_dataset(address):
     assert list(trajectory_dataset(address, "queue", rate_limiter_timeout_ms=50)) == []
     write_sequences(client, "queue", 5)
     samples = list(
-        trajectory_dataset(address, "queue", rate_limiter_timeout_ms=50).as_numpy_iterator()
+        trajectory_dataset(
+            address, "queue", rate_limiter_timeout_ms=50, num_workers_per_iterator=1
+        ).as_numpy_iterator()
     )
     # Each queued item once, in order, then the end of the sequence.
     assert [int(s.data["last"]) for s in samples] == [2, 3, 4, 5, 6]
     for sample in samples:
         check_sequence(sample.data["obs"], int(sample.data["last"]))
+
+
+def test_batch_gives_the_batches_of_tf_data_batch(address):
+    client = resound.Client(address)
+    write_sequences(client, "queue", 7)
+    dataset = trajectory_dataset(
+        address,
+        "queue",
+        max_in_flight_samples_per_worker=3,
+        rate_limiter_timeout_ms=100,
+        num_workers_per_iterator=1,  # the table's order, as Reverb asks for FIFO tables
+    )
+    for drop_remainder in (False, True):
+        assert (
+            dataset.batch(3, drop_remainder=drop_remainder).element_spec
+            == tf.data.Dataset.batch(dataset, 3, drop_remainder=drop_remainder).element_spec
+        )
+    batches = list(dataset.batch(2).as_numpy_iterator())  # fetched 3 at a time, cut in 2s
+    assert [b.data["last"].tolist() for b in batches] == [[2, 3], [4, 5], [6, 7], [8]]
+    for batch in batches:
+        for obs, last in zip(batch.data["obs"], batch.data["last"], strict=True):
+            check_sequence(obs, int(last))
+    write_sequences(client, "queue", 5)
+    kept = list(dataset.batch(2, drop_remainder=True, num_parallel_calls=2).as_numpy_iterator())
+    assert [b.data["last"].tolist() for b in kept] == [[2, 3], [4, 5]]
 
 
 def test_max_samples_ends_each_iterator(address):

@@ -65,6 +65,9 @@ class ReplayBatchSource:
       timeout: seconds to wait for the rate limiter to allow a sample before
         the source ends (None: forever). Samples taken before then are
         returned first.
+      in_order: one request at a time, so batches keep the order in which
+        the table gave the samples (a FIFO queue's order); otherwise, over
+        gRPC, the next request runs ahead of this one.
     """
 
     def __init__(
@@ -77,16 +80,23 @@ class ReplayBatchSource:
         timesteps: bool = False,
         max_samples: int | None = None,
         timeout: float | None = None,
+        in_order: bool = False,
     ) -> None:
         self._table = table
         self._specs = list(specs)
-        self._fetch_size = fetch_size
         self._timesteps = timesteps
         self._remaining = max_samples
         self._timeout = timeout
-        self._start, self._requests_ahead = _request_starter(client, table)
-        # One fetched batch waits while the next is fetched: at most two
-        # fetches' worth of samples are out of the table and not yet used.
+        self._start, parallel = _request_starter(client, table)
+        self._request_size = fetch_size
+        self._requests_ahead = 1
+        if parallel and not in_order:
+            # Over gRPC: four requests of half a fetch on their way at once
+            # (two fetches' worth), so the server prepares the next ones
+            # while this one is received and converted.
+            self._request_size = max(1, (fetch_size + 1) // 2)
+            self._requests_ahead = 4
+        # One converted batch waits for the consumer while the next is fetched.
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=1)
         self._closed = threading.Event()
         self._pending: list[list[np.ndarray]] = []
@@ -125,9 +135,6 @@ class ReplayBatchSource:
             except queue.Empty:
                 self._thread.join(_WAIT_SLICE_SECONDS)
 
-    def __del__(self) -> None:
-        self._closed.set()
-
     # --- fetch thread
 
     def _run(self) -> None:
@@ -138,8 +145,6 @@ class ReplayBatchSource:
             self._put(error)
 
     def _fetch_all(self) -> None:
-        # Over gRPC the next request is on its way while this one's batch is
-        # decoded and converted, so the server prepares it meanwhile.
         outstanding: deque[tuple[int, Callable[[], list[Any]]]] = deque()
         asked = 0  # samples in outstanding requests
         last_sample = time.monotonic()
@@ -148,7 +153,7 @@ class ReplayBatchSource:
             wait = min(wait, self._timeout)
         while not self._closed.is_set():
             while len(outstanding) < self._requests_ahead:
-                count = self._fetch_size
+                count = self._request_size
                 if self._remaining is not None:
                     count = min(count, self._remaining - asked)
                 if count <= 0:
@@ -269,11 +274,12 @@ class ReplayBatchSource:
                 )
 
 
-def _request_starter(client: Client, table: str) -> tuple[Callable[..., Any], int]:
-    """``(start(count, wait), requests_ahead)``: ``start`` asks for up to
+def _request_starter(client: Client, table: str) -> tuple[Callable[..., Any], bool]:
+    """``(start(count, wait), parallel)``: ``start`` asks for up to
     ``count`` samples (as many as the rate limiter allows at once, at least
     one, waiting at most ``wait`` seconds: DeadlineExceededError) and returns
-    the function that receives them as core sample batches."""
+    the function that receives them as core sample batches; ``parallel``:
+    whether started requests proceed before they are received (gRPC)."""
     transport = None if client._servers is not None else client._transport
     start_sample = getattr(transport, "start_sample", None)
     if start_sample is not None:  # one server over gRPC: requests run ahead
@@ -282,13 +288,13 @@ def _request_starter(client: Client, table: str) -> tuple[Callable[..., Any], in
             receive = start_sample(table, count, wait)
             return lambda: [receive()]
 
-        return start, 2
+        return start, True
     take = client._taker(table, flexible=True)
 
     def start_later(count: int, wait: float) -> Callable[[], list[Any]]:
         return lambda: take(count, time.monotonic() + wait, None)
 
-    return start_later, 1
+    return start_later, False
 
 
 def _stacked_columns(parts: list[Any]) -> list[np.ndarray] | None:

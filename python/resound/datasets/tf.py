@@ -117,10 +117,12 @@ class _ReplayDataset:
             timesteps=self._emits_timesteps,
             max_samples=None if max_samples == -1 else max_samples,
             timeout=None if rate_limiter_timeout_ms == -1 else rate_limiter_timeout_ms / 1000,
+            in_order=num_workers_per_iterator == 1,
         )
         batches = _batch_dataset(
             tf, server_address, table, options, info_dtypes + flat_dtypes, flat_shapes, structure
         )
+        self._fetched_batches = batches
         tf.data.Dataset.__init__(self, batches.unbatch()._variant_tensor)
 
     @classmethod
@@ -172,6 +174,23 @@ class _ReplayDataset:
         """``ReplaySample(info=SampleInfo(...), data=...)`` of ``tf.TensorSpec``\\ s."""
         return self._element_spec_value
 
+    def batch(
+        self,
+        batch_size: Any,
+        drop_remainder: bool = False,
+        num_parallel_calls: Any = None,
+        deterministic: Any = None,
+        name: str | None = None,
+    ) -> Any:
+        """``tf.data.Dataset.batch``, the same elements in the same batches,
+        cut from the fetched batches (``rebatch``) instead of split into
+        samples and stacked again."""
+        if num_parallel_calls is not None or deterministic is not None:
+            return super().batch(  # type: ignore[misc]
+                batch_size, drop_remainder, num_parallel_calls, deterministic, name
+            )
+        return self._fetched_batches.rebatch(batch_size, drop_remainder=drop_remainder, name=name)
+
     def _inputs(self) -> list[Any]:
         return []
 
@@ -188,9 +207,11 @@ class TrajectoryDataset(_ReplayDataset):
         ``dtypes``; the time axis of a sequence column first.
       max_in_flight_samples_per_worker: items fetched per request (Reverb's
         rule of thumb: 2-3x the batch size); positive.
-      num_workers_per_iterator: accepted as in Reverb (positive or -1); each
-        iterator fetches with one thread (interleave several datasets for
-        more parallelism).
+      num_workers_per_iterator: positive or -1 (auto). 1, as Reverb asks for
+        FIFO tables, keeps the table's order: one request at a time. Otherwise
+        (over gRPC) the next request runs ahead of the one being received.
+        Each iterator fetches with one thread; interleave several datasets
+        for more parallelism.
       max_samples_per_stream: accepted as in Reverb (positive or -1); resound
         opens one request per fetch.
       rate_limiter_timeout_ms: how long a wait for the rate limiter may last
@@ -247,12 +268,14 @@ class _SourceOptions:
         timesteps: bool,
         max_samples: int | None,
         timeout: float | None,
+        in_order: bool,
     ) -> None:
         self.specs = specs
         self.fetch_size = fetch_size
         self.timesteps = timesteps
         self.max_samples = max_samples
         self.timeout = timeout
+        self.in_order = in_order
 
 
 def _batch_dataset(
@@ -322,6 +345,7 @@ def _open_source(options: _SourceOptions, address: bytes, table: bytes) -> np.nd
         timesteps=options.timesteps,
         max_samples=options.max_samples,
         timeout=options.timeout,
+        in_order=options.in_order,
     )
     with _SOURCES_LOCK:
         source_id = next(_SOURCE_IDS)
