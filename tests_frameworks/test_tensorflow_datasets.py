@@ -404,6 +404,28 @@ def test_from_table_signature_needs_a_table_with_a_signature(address):
         resound.TimestepDataset.from_table_signature(address, "missing", 10)
 
 
+def test_string_columns_come_back_as_bytes(address):
+    client = resound.Client(address)
+    with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+        for step in (5, 10, 100):  # strings of different widths
+            writer.append({"text": np.array(f"step {step}".encode()), "i": step})
+            writer.create_item(
+                "prioritized",
+                1.0,
+                {"text": writer.history["text"][-1:], "i": writer.history["i"][-1]},
+            )
+    dataset = resound.TrajectoryDataset(
+        address,
+        "prioritized",
+        dtypes={"text": tf.string, "i": tf.int64},
+        shapes={"text": tf.TensorShape([1]), "i": tf.TensorShape([])},
+        max_in_flight_samples_per_worker=8,
+    )
+    for batch in dataset.batch(4).take(3).as_numpy_iterator():
+        for text, i in zip(batch.data["text"], batch.data["i"], strict=True):
+            assert text.tolist() == [f"step {i}".encode()]
+
+
 def test_a_column_that_does_not_match_the_shapes_is_an_error(address):
     client = resound.Client(address)
     write_sequences(client, "prioritized", 2, length=2)

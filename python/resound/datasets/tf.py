@@ -16,7 +16,9 @@ after ``max_samples`` items.
 Every iterator of a dataset samples with a client of its own, in batches of
 ``max_in_flight_samples_per_worker`` items through resound's batched sample
 path, one batch fetched ahead on a background thread; tf.data splits the
-batches into elements, so there is no Python per sample. A dataset works
+batches into elements, so there is no Python per sample. ``dataset.batch(n)``
+cuts the fetched batches into batches of ``n`` directly (the same batches
+tf.data's ``batch`` makes, without splitting and stacking every sample). A dataset works
 eagerly and when built while tf.data or ``tf.function`` traces a function
 (e.g. inside ``tf.data.Dataset.range(n).interleave(...)``, as Acme does), with
 servers in this process (called directly) and elsewhere (over gRPC). It runs
