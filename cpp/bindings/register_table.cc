@@ -18,8 +18,10 @@
 #include "conversions.h"
 #include "pooled_array.h"
 #include "register.h"
+#include "resound/chunk_store.h"
 #include "resound/column_gather.h"
 #include "resound/errors.h"
+#include "resound/item.h"
 #include "resound/selectors/item_selector.h"
 #include "resound/chunk_holder.h"
 #include "resound/packed_trajectories.h"
@@ -177,13 +179,13 @@ size_t NumColumns(const SampleBatch& batch) noexcept {
 // One array per column of the first sample, None where the column cannot be
 // stacked. Arrays are allocated with the GIL (numpy needs it) and filled
 // without it.
-py::list StackColumns(const SampleBatch& batch) {
-  const size_t num_columns = NumColumns(batch);
+py::list StackSamples(std::span<const SampledItem> samples) {
+  const size_t num_columns = samples.empty() ? 0 : samples.front().item->trajectory().size();
   std::vector<std::optional<ColumnLayout>> layouts;
   layouts.reserve(num_columns);
   {
     py::gil_scoped_release release;
-    for (size_t c = 0; c < num_columns; ++c) layouts.push_back(PlanColumn(batch.samples, c));
+    for (size_t c = 0; c < num_columns; ++c) layouts.push_back(PlanColumn(samples, c));
   }
   py::list arrays;
   std::vector<std::span<std::byte>> outputs(num_columns);
@@ -192,7 +194,7 @@ py::list StackColumns(const SampleBatch& batch) {
       arrays.append(py::none());
       continue;
     }
-    const auto shape = layouts[c]->Shape(batch.samples.size());
+    const auto shape = layouts[c]->Shape(samples.size());
     // From the buffer pool: a batch of large items is a large array, and a
     // learner asks for one of the same size again and again.
     py::array array = PooledArray(py::dtype(layouts[c]->dtype.str()), {shape.begin(), shape.end()});
@@ -201,13 +203,29 @@ py::list StackColumns(const SampleBatch& batch) {
   }
   {
     // The arrays are referenced only by `arrays`, which no other thread can
-    // see yet, and the batch never changes after Table.sample returns it.
+    // see yet, and the samples never change once made.
     py::gil_scoped_release release;
     for (size_t c = 0; c < num_columns; ++c) {
-      if (layouts[c]) GatherColumn(batch.samples, c, *layouts[c], outputs[c]);
+      if (layouts[c]) GatherColumn(samples, c, *layouts[c], outputs[c]);
     }
   }
   return arrays;
+}
+
+py::list StackColumns(const SampleBatch& batch) { return StackSamples(batch.samples); }
+
+// StackColumns for trajectories received over gRPC: the items of every
+// PackedTrajectories in `packed_list` in order, their chunks found in `store`
+// (validated as an inserted item's would be).
+py::list StackTrajectories(const py::list& packed_list, const ChunkStore& store) {
+  std::vector<SampledItem> samples;
+  for (const py::handle& handle : packed_list) {
+    const auto& packed = handle.cast<const PackedTrajectories&>();
+    for (size_t i = 0; i < packed.size(); ++i) {
+      samples.push_back(SampledItem{Item::Create(i, packed.Get(i), store)});
+    }
+  }
+  return StackSamples(samples);
 }
 
 // Priority batches up to this many entries are applied with the GIL held.
@@ -321,6 +339,10 @@ the GIL. A column is None when it cannot be stacked that way (a sample lacks
 it, samples differ in rows or squeeze, or a chunk is compressed, delta encoded
 or of another dtype or step shape); decode those item by item. An empty batch
 gives [].)doc");
+
+  m.def("stack_trajectories", &StackTrajectories, py::arg("packed_list"), py::arg("store"), R"doc(
+SampleBatch.stack_columns for items received as PackedTrajectories (a list of
+them, items in order) whose chunks are live in `store`.)doc");
 
   py::class_<ItemSnapshot> snapshot(m, "ItemSnapshot", "An item as stored in a table.");
   DefineItemView(snapshot);

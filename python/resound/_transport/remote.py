@@ -568,7 +568,11 @@ class RemoteSampleBatch:
         # core like any chunk, and die with the batch.
         store = _core.ChunkStore(1)
         holder = _core.ChunkHolder()
-        self._items: list[_RemoteSample] = []
+        # Trajectories stay packed until asked for: stack_columns reads them
+        # in C++, the item by item path unpacks them into Python lists.
+        self._store, self._holder = store, holder
+        self._packed: list[_core.PackedTrajectories] = []
+        self._unpacked: list[_RemoteSample] | None = None
         fields: dict[str, list[np.ndarray]] = {
             "keys": [],
             "probabilities": [],
@@ -580,8 +584,7 @@ class RemoteSampleBatch:
             response, payloads = wire.decode(_proto.SampleResponse, raw)
             wire.add_chunks(holder, store, response.chunks, payloads)
             items = response.items
-            unpacked = wire.packed_trajectories(items.trajectories).unpack(holder)
-            self._items.extend(_RemoteSample(trajectory, chunks) for trajectory, chunks in unpacked)
+            self._packed.append(wire.packed_trajectories(items.trajectories))
             fields["keys"].append(np.array(items.keys, np.uint64))
             fields["probabilities"].append(np.array(items.probabilities, np.float64))
             fields["table_sizes"].append(np.array(items.table_sizes, np.int64))
@@ -599,11 +602,27 @@ class RemoteSampleBatch:
         self.priorities = arrays["priorities"]
         self.times_sampled = arrays["times_sampled"]
 
+    @property
+    def _items(self) -> list[_RemoteSample]:
+        if self._unpacked is None:
+            self._unpacked = [
+                _RemoteSample(trajectory, chunks)
+                for packed in self._packed
+                for trajectory, chunks in packed.unpack(self._holder)
+            ]
+        return self._unpacked
+
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self.keys)
 
     def __getitem__(self, index: int) -> _RemoteSample:
         return self._items[index]
 
     def __iter__(self) -> Iterator[_RemoteSample]:
         return iter(self._items)
+
+    def stack_columns(self) -> list[np.ndarray | None]:
+        """Every column stacked over the batch, as the core's SampleBatch does."""
+        if not len(self):
+            return []
+        return _core.stack_trajectories(self._packed, self._store)
