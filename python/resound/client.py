@@ -72,8 +72,9 @@ class Client:
         (unreachable or stopping) sends its unconfirmed items, with their
         chunks, to another server and carries on (True, the default); with
         False it raises ConnectionError at its next call instead, and a new
-        writer goes to a server that answers. (A client of one server retries
-        its server for 30 s, then raises.)
+        writer goes to a server that answers. (A client of one server waits
+        for its server, as while every server of several is unreachable:
+        calls up to their timeout, writers until ``flush`` times out.)
 
     Example:
         >>> client = resound.Client(['10.0.0.1:8000', '10.0.0.2:8000'])  # doctest: +SKIP
@@ -204,12 +205,12 @@ class Client:
         timeout = check_timeout(timeout)
         if self._servers is not None:
             # All of one call goes to one server, the servers in turn.
-            member = self._servers.member_for(priorities)
+            member = self._servers.member_for(priorities, timeout)
             member.client.insert(data, priorities, timeout=timeout)
             return
         transport = self._transport
         for table, priority in priorities.items():
-            meta = transport.table_info_for_writer(table)
+            meta = transport.table_info_for_writer(table, timeout)
             _check_priority(priority, meta.prioritized, table)
         leaves = nest.flatten(data)
         if not leaves:
@@ -473,7 +474,9 @@ class Client:
         (ConnectionError naming any server not reached).
         """
         if self._servers is not None:
-            return self._servers.on_every_server(lambda t: t.checkpoint(), "Checkpoint")
+            return self._servers.on_every_server(
+                lambda t: t.checkpoint(), "Checkpoint", wait_for_one=False
+            )
         return self._transport.checkpoint()
 
 
