@@ -540,13 +540,17 @@ def _sample_generator(
             remaining -= len(batch)
             infos = _infos(batch)
             stacked = _stack(batch)
+            if stacked is not None:
+                stacked = _codec.strings_as_objects(stacked)
             decoded: dict[int, np.ndarray] = {}  # each chunk decoded once per batch
             for index, info in enumerate(infos):
                 if stacked is not None:
                     columns = [column[index, ...] for column in stacked]
                 else:
                     item = batch[index]
-                    columns = _codec.gather_item(item.trajectory, item.chunks, decoded)
+                    columns = _codec.strings_as_objects(
+                        _codec.gather_item(item.trajectory, item.chunks, decoded)
+                    )
                 if emit_timesteps:
                     yield _timesteps(info, columns, signature)
                 else:
@@ -653,6 +657,7 @@ def _batch_sample(parts: list[Any], signature: Any) -> ReplaySample:
             columns = None
     if columns is None:
         columns = _stack_items(parts)
+    columns = _codec.strings_as_objects(columns)
     info = SampleInfo(
         *(
             np.concatenate([getattr(part, field) for part in parts])

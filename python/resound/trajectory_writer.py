@@ -107,7 +107,7 @@ def _as_array(value: Any) -> np.ndarray:
             "integer, float or complex numbers, or strings (convert e.g. bfloat16 with "
             ".astype(np.float32))"
         )
-    return array
+    return _codec.encode_strings(array)  # str is stored as UTF-8 bytes
 
 
 def _all_of(array: np.ndarray, types: type | tuple[type, ...]) -> bool:
@@ -365,7 +365,7 @@ class _Column:
         """``array`` as this column's dtype if it is an object array of strings
         for a string column or the column's type in the other byte order;
         otherwise the wrong-dtype ValueError."""
-        if array.dtype.kind == "O":
+        if array.dtype.kind in "OU":
             array = _as_array(array)
             if self.is_string and array.dtype.kind == self.dtype.kind:
                 return array
