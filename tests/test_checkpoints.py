@@ -163,8 +163,11 @@ def test_checkpoint_over_grpc_returns_the_servers_path(
     server._checkpointer = checkpointers.DefaultCheckpointer(tmp_path)
     client.insert({"x": np.arange(3)}, priorities={"main": 1.0, "other": 2.0})
     path = client.checkpoint()
-    assert os.path.dirname(path) == str(tmp_path) and os.path.isfile(path)
+    # A directory holding the file, as Reverb returns a directory.
+    assert os.path.dirname(path) == str(tmp_path) and os.path.isdir(path)
+    assert os.listdir(path) == [checkpointers.FILE_NAME]
     summary = checkpointers.inspect(path)
+    assert checkpointers.inspect(os.path.join(path, checkpointers.FILE_NAME)) == summary
     assert [t["name"] for t in summary["tables"]] == ["main", "other"]
     assert [t["num_items"] for t in summary["tables"]] == [1, 1]
     assert summary["num_chunks"] == 1  # shared by both tables, stored once
@@ -178,6 +181,11 @@ def test_keeps_the_newest_and_never_deletes_other_files(tmp_path: Any) -> None:
     ]
     for name in foreign:
         (tmp_path / name).write_text("not ours")
+    # Directories named like its own, but not checkpoints: left alone too.
+    for name in ("checkpoint-latest", "checkpoint-20000101T000000.000000000Z"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "notes.txt").write_text("not ours")
+        foreign.append(name)
     checkpointer = checkpointers.DefaultCheckpointer(tmp_path, keep_latest=2)
     server = resound.Server(make_tables(), listen=False, checkpointer=checkpointer)
     client = server.in_process_client()
@@ -237,11 +245,29 @@ def test_a_checkpoint_of_other_tables_is_refused_clearly(tmp_path: Any) -> None:
         resound.Server(make_tables("fifo")[:1], listen=False, checkpointer=checkpointer)
 
 
+def test_checkpoint_files_of_the_earlier_layout_still_load(tmp_path: Any) -> None:
+    source = checkpointers.DefaultCheckpointer(tmp_path / "new")
+    server = resound.Server(make_tables(), listen=False, checkpointer=source)
+    server.in_process_client().insert({"x": np.int64(1)}, priorities={"main": 1.0})
+    file = checkpointers.checkpoint_file(server.checkpoint())
+    legacy = tmp_path / "old"
+    legacy.mkdir()
+    name = "checkpoint-20240101T000000.000000000Z.rsnd"  # one file in the directory
+    os.link(file, legacy / name)
+    checkpointer = checkpointers.DefaultCheckpointer(legacy, keep_latest=1)
+    assert checkpointer.checkpoints() == [str(legacy / name)]
+    restored = resound.Server(make_tables(), listen=False, checkpointer=checkpointer)
+    assert restored.table("main").info.current_size == 1
+    newer = restored.checkpoint()  # the new layout, sorting after the old file
+    assert checkpointer.checkpoints() == [newer]  # keep_latest=1 removed the old file
+    assert sorted(os.listdir(legacy)) == [os.path.basename(newer)]
+
+
 def test_damaged_checkpoints_are_refused_with_the_file_named(tmp_path: Any) -> None:
     source = checkpointers.DefaultCheckpointer(tmp_path / "good")
     server = resound.Server(make_tables(), listen=False, checkpointer=source)
     fill(server.in_process_client(), "min_size", seed=1)
-    with open(server.checkpoint(), "rb") as file:
+    with open(checkpointers.checkpoint_file(server.checkpoint()), "rb") as file:
         good = file.read()
     rng = random.Random(0)
     damaged = tmp_path / "damaged.rsnd"
@@ -359,7 +385,7 @@ def test_a_process_killed_mid_save_leaves_the_previous_checkpoint(tmp_path: Any)
     first = process.stdout.readline().strip()
     assert process.stdout.readline().strip() == "saving"
     # Kill it while a save of ~400 MB is being written.
-    while not any(name.endswith(".tmp") for name in os.listdir(tmp_path)):
+    while not any(name.endswith(".tmp") for _, _, names in os.walk(tmp_path) for name in names):
         if process.poll() is not None:
             pytest.fail("the saver ended by itself")
     process.send_signal(signal.SIGKILL)

@@ -467,10 +467,11 @@ class Client:
 
     def checkpoint(self) -> str | dict[str, str]:
         """Has the server write a checkpoint of all its tables (see
-        resound.checkpointers); returns the checkpoint file's path on the
-        server's machine. Inserts and samples go on meanwhile.
+        resound.checkpointers); returns the checkpoint's directory (holding
+        its file) on the server's machine, as Reverb does. Inserts and
+        samples go on meanwhile.
 
-        With several servers, each writes one: the paths by address
+        With several servers, each writes one: the directories by address
         (ConnectionError naming any server not reached).
         """
         if self._servers is not None:
