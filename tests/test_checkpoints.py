@@ -234,15 +234,124 @@ def test_checkpointer_arguments_are_checked(kwargs: dict[str, Any], match: str) 
         checkpointers.DefaultCheckpointer(**kwargs)
 
 
-def test_a_checkpoint_of_other_tables_is_refused_clearly(tmp_path: Any) -> None:
+def test_a_checkpoint_table_the_server_lacks_is_refused_clearly(tmp_path: Any) -> None:
+    # As in Reverb, whose restore fails for a table the server does not have.
     checkpointer = checkpointers.DefaultCheckpointer(tmp_path)
     server = resound.Server(make_tables("fifo"), listen=False, checkpointer=checkpointer)
     server.in_process_client().insert({"x": np.int64(1)}, priorities={"main": 1.0})
     server.checkpoint()
-    with pytest.raises(ValueError, match="table 'main' was saved with sampler fifo"):
-        resound.Server(make_tables("lifo"), listen=False, checkpointer=checkpointer)
+    tables = make_tables("lifo")[:1]
     with pytest.raises(ValueError, match="has table 'other', which the server does not have"):
-        resound.Server(make_tables("fifo")[:1], listen=False, checkpointer=checkpointer)
+        resound.Server(tables, listen=False, checkpointer=checkpointer)
+    info = tables[0].info  # all or nothing: 'main' kept its own configuration, empty
+    assert (info.sampler_options.options.kind, info.current_size) == ("lifo", 0)
+
+
+def test_the_checkpoints_table_configuration_wins_with_a_warning_per_setting(
+    tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    signature = {"x": resound.TensorSpec([], np.int64)}
+    saved = resound.Table(
+        "main",
+        selectors.Prioritized(0.8),
+        selectors.Fifo(),
+        60,
+        rate_limiters.SampleToInsertRatio(2.0, 1, 100.0),
+        max_times_sampled=3,
+        signature=signature,
+    )
+    checkpointer = checkpointers.DefaultCheckpointer(tmp_path)
+    server = resound.Server(
+        [saved, resound.Table.queue("untouched", 5)], listen=False, checkpointer=checkpointer
+    )
+    client = server.in_process_client()
+    for value in range(4):
+        client.insert({"x": np.int64(value)}, priorities={"main": float(value + 1)})
+    list(client.sample("main", 2))
+    before = server.table("main").info
+    server.checkpoint()
+    server.stop()
+
+    # The server is started with other settings for 'main', the same for
+    # 'other' (not in the checkpoint) and 'untouched'.
+    main = resound.Table(
+        "main", selectors.Lifo(), selectors.MinHeap(), 10, rate_limiters.MinSize(2)
+    )
+    other = resound.Table(
+        "other", selectors.Uniform(), selectors.Fifo(), 7, rate_limiters.MinSize(1)
+    )
+    with caplog.at_level("WARNING", logger="resound"):
+        restored = resound.Server(
+            [main, other, resound.Table.queue("untouched", 5)],
+            listen=False,
+            checkpointer=checkpointer,
+        )
+    info = restored.table("main").info
+    assert restored.table("main") is main  # the server's table object, reconfigured
+    assert info.sampler_options.options.kind == "prioritized"
+    assert info.sampler_options.options.priority_exponent == 0.8
+    assert info.remover_options.options.kind == "fifo"
+    assert (info.max_size, info.max_times_sampled, info.current_size) == (60, 3, 4)
+    assert info.rate_limiter_info == before.rate_limiter_info  # settings and counters
+    assert main.signature == signature and info.signature == signature
+    with pytest.raises(ValueError):  # the saved signature is enforced
+        restored.in_process_client().insert({"x": np.float32(1)}, priorities={"main": 1.0})
+    changed = [r.getMessage() for r in caplog.records if "restoring checkpoint" in r.getMessage()]
+    settings = sorted(m.split(": ")[2].split(" was ")[0] for m in changed)
+    assert settings == [
+        "max_size",
+        "max_times_sampled",
+        "rate_limiter",
+        "remover",
+        "sampler",
+        "signature",
+    ], changed
+    assert all("table 'main'" in m for m in changed)
+    assert any("sampler was lifo, is now prioritized(0.8)" in m for m in changed), changed
+    assert any("max_size was 10, is now 60" in m for m in changed), changed
+    # A server table the checkpoint lacks stays as configured, and empty.
+    assert (restored.table("other").info.max_size, restored.table("other").info.current_size) == (
+        7,
+        0,
+    )
+    restored.stop()
+
+
+def test_max_bytes_stays_the_servers_and_a_restore_past_it_is_refused(tmp_path: Any) -> None:
+    # Checkpoints do not hold max_bytes (Reverb has none): the server's applies.
+    def table(max_bytes: int | None) -> resound.Table:
+        return resound.Table(
+            "main", selectors.Fifo(), selectors.Fifo(), 10, rate_limiters.MinSize(1),
+            max_bytes=max_bytes,
+        )  # fmt: skip
+
+    checkpointer = checkpointers.DefaultCheckpointer(tmp_path)
+    server = resound.Server([table(None)], listen=False, checkpointer=checkpointer)
+    for value in range(3):
+        server.in_process_client().insert(np.full(256, value, np.float32), {"main": 1.0})
+    server.checkpoint()
+    roomy = resound.Server([table(1 << 20)], listen=False, checkpointer=checkpointer)
+    assert (roomy.table("main").info.max_bytes, roomy.table("main").info.current_size) == (
+        1 << 20,
+        3,
+    )
+    tight = table(2_000)  # one 1 KB item fits, three do not
+    with pytest.raises(ValueError, match="more than the table's max_bytes 2000"):
+        resound.Server([tight], listen=False, checkpointer=checkpointer)
+    assert tight.info.current_size == 0
+
+
+def test_a_restore_into_tables_configured_alike_warns_nothing(
+    tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    checkpointer = checkpointers.DefaultCheckpointer(tmp_path)
+    server = resound.Server(make_tables(), listen=False, checkpointer=checkpointer)
+    server.in_process_client().insert({"x": np.int64(1)}, priorities={"main": 1.0})
+    server.checkpoint()
+    with caplog.at_level("WARNING", logger="resound"):
+        restored = resound.Server(make_tables(), listen=False, checkpointer=checkpointer)
+    assert restored.table("main").info.current_size == 1
+    assert not [r for r in caplog.records if "restoring checkpoint" in r.getMessage()]
 
 
 def test_checkpoint_files_of_the_earlier_layout_still_load(tmp_path: Any) -> None:

@@ -13,6 +13,16 @@ only references under each table's lock; inserts and samples go on while
 the file is written. Checkpoint files of the earlier layout
 (``<path>/checkpoint-<UTC time>.rsnd``) are still found and restored.
 
+Restoring into a server whose tables are configured differently, the
+checkpoint's configuration wins, as in Reverb: each restored table takes the
+saved sampler, remover, max_size, max_times_sampled, rate limiter (and its
+counters) and signature, and one warning per changed setting goes to the
+``resound`` logger. ``max_bytes`` (which Reverb does not have, and the file
+does not hold) stays as the server configures it. A server table that the
+checkpoint lacks stays as configured, and empty; a checkpoint table that the
+server lacks makes the restore fail with ValueError naming it (as Reverb's
+restore fails).
+
 A checkpointer keeps the newest ``keep_latest`` of its checkpoints and
 deletes older ones; it never deletes a directory or file whose name it would
 not have written, nor a directory holding anything besides its checkpoint.
@@ -39,6 +49,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import tempfile
@@ -47,7 +58,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from resound import _core
+from resound import _checkpoint_tables, _core
 
 if TYPE_CHECKING:
     from resound.table import Table
@@ -60,6 +71,7 @@ __all__ = [
     "checkpoint_file",
     "default_checkpointer",
     "inspect",
+    "restore",
 ]
 
 # The names a checkpointer writes (and the only ones it ever deletes): a
@@ -68,6 +80,8 @@ _NAME = re.compile(r"checkpoint-(\d{8}T\d{6}\.\d{9}Z)(?:-(\d+))?")
 _LEGACY_SUFFIX = ".rsnd"
 # The checkpoint file inside a checkpoint directory.
 FILE_NAME = "checkpoint.rsnd"
+
+_LOGGER = logging.getLogger("resound")
 
 
 def checkpoint_file(path: str | os.PathLike[str]) -> str:
@@ -86,6 +100,38 @@ def inspect(path: str | os.PathLike[str]) -> dict[str, Any]:
     ``file_bytes``. CheckpointError if the file is damaged or not a
     checkpoint."""
     return _core.inspect_checkpoint(checkpoint_file(path))
+
+
+def restore(path: str | os.PathLike[str], tables: Sequence[Table]) -> None:
+    """Restores the checkpoint at ``path`` (a directory or its file) into
+    ``tables`` (empty, matched by name), the checkpoint's configuration
+    winning (see the module doc). All or nothing: if it fails, every table
+    is as it was."""
+    file = checkpoint_file(path)
+    saved = _core.read_checkpoint_tables(file)["tables"]
+    by_name = {table.name: table for table in tables}
+    replacements: dict[str, Table] = {}
+    changes: list[tuple[str, str, str, str]] = []
+    for config in saved:
+        table = by_name.get(config["name"])
+        if table is None:
+            continue  # the load below refuses it, naming it and the server's tables
+        changed = _checkpoint_tables.changed_settings(table, config)
+        if changed:
+            replacements[table.name] = _checkpoint_tables.configured_as_saved(table, config)
+            changes += [(table.name, *change) for change in changed]
+    _core.load_checkpoint(file, [replacements.get(t.name, t)._core for t in tables])
+    for name, replacement in replacements.items():
+        by_name[name]._adopt_configuration(replacement)
+    for name, setting, old, new in changes:
+        _LOGGER.warning(
+            "restoring checkpoint %s: table %r: %s was %s, is now %s (the checkpoint's)",
+            file,
+            name,
+            setting,
+            old,
+            new,
+        )
 
 
 class CheckpointerBase:
@@ -215,7 +261,7 @@ class DefaultCheckpointer(CheckpointerBase):
             path = self._fallback
         else:
             return None
-        _core.load_checkpoint(checkpoint_file(path), [table._core for table in tables])
+        restore(path, tables)
         return path
 
     def __repr__(self) -> str:
