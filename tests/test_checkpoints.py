@@ -163,8 +163,11 @@ def test_checkpoint_over_grpc_returns_the_servers_path(
     server._checkpointer = checkpointers.DefaultCheckpointer(tmp_path)
     client.insert({"x": np.arange(3)}, priorities={"main": 1.0, "other": 2.0})
     path = client.checkpoint()
-    assert os.path.dirname(path) == str(tmp_path) and os.path.isfile(path)
+    # A directory holding the file, as Reverb returns a directory.
+    assert os.path.dirname(path) == str(tmp_path) and os.path.isdir(path)
+    assert os.listdir(path) == [checkpointers.FILE_NAME]
     summary = checkpointers.inspect(path)
+    assert checkpointers.inspect(os.path.join(path, checkpointers.FILE_NAME)) == summary
     assert [t["name"] for t in summary["tables"]] == ["main", "other"]
     assert [t["num_items"] for t in summary["tables"]] == [1, 1]
     assert summary["num_chunks"] == 1  # shared by both tables, stored once
@@ -178,6 +181,11 @@ def test_keeps_the_newest_and_never_deletes_other_files(tmp_path: Any) -> None:
     ]
     for name in foreign:
         (tmp_path / name).write_text("not ours")
+    # Directories named like its own, but not checkpoints: left alone too.
+    for name in ("checkpoint-latest", "checkpoint-20000101T000000.000000000Z"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "notes.txt").write_text("not ours")
+        foreign.append(name)
     checkpointer = checkpointers.DefaultCheckpointer(tmp_path, keep_latest=2)
     server = resound.Server(make_tables(), listen=False, checkpointer=checkpointer)
     client = server.in_process_client()
@@ -226,22 +234,149 @@ def test_checkpointer_arguments_are_checked(kwargs: dict[str, Any], match: str) 
         checkpointers.DefaultCheckpointer(**kwargs)
 
 
-def test_a_checkpoint_of_other_tables_is_refused_clearly(tmp_path: Any) -> None:
+def test_a_checkpoint_table_the_server_lacks_is_refused_clearly(tmp_path: Any) -> None:
+    # As in Reverb, whose restore fails for a table the server does not have.
     checkpointer = checkpointers.DefaultCheckpointer(tmp_path)
     server = resound.Server(make_tables("fifo"), listen=False, checkpointer=checkpointer)
     server.in_process_client().insert({"x": np.int64(1)}, priorities={"main": 1.0})
     server.checkpoint()
-    with pytest.raises(ValueError, match="table 'main' was saved with sampler fifo"):
-        resound.Server(make_tables("lifo"), listen=False, checkpointer=checkpointer)
+    tables = make_tables("lifo")[:1]
     with pytest.raises(ValueError, match="has table 'other', which the server does not have"):
-        resound.Server(make_tables("fifo")[:1], listen=False, checkpointer=checkpointer)
+        resound.Server(tables, listen=False, checkpointer=checkpointer)
+    info = tables[0].info  # all or nothing: 'main' kept its own configuration, empty
+    assert (info.sampler_options.options.kind, info.current_size) == ("lifo", 0)
+
+
+def test_the_checkpoints_table_configuration_wins_with_a_warning_per_setting(
+    tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    signature = {"x": resound.TensorSpec([], np.int64)}
+    saved = resound.Table(
+        "main",
+        selectors.Prioritized(0.8),
+        selectors.Fifo(),
+        60,
+        rate_limiters.SampleToInsertRatio(2.0, 1, 100.0),
+        max_times_sampled=3,
+        signature=signature,
+    )
+    checkpointer = checkpointers.DefaultCheckpointer(tmp_path)
+    server = resound.Server(
+        [saved, resound.Table.queue("untouched", 5)], listen=False, checkpointer=checkpointer
+    )
+    client = server.in_process_client()
+    for value in range(4):
+        client.insert({"x": np.int64(value)}, priorities={"main": float(value + 1)})
+    list(client.sample("main", 2))
+    before = server.table("main").info
+    server.checkpoint()
+    server.stop()
+
+    # The server is started with other settings for 'main', the same for
+    # 'other' (not in the checkpoint) and 'untouched'.
+    main = resound.Table(
+        "main", selectors.Lifo(), selectors.MinHeap(), 10, rate_limiters.MinSize(2)
+    )
+    other = resound.Table(
+        "other", selectors.Uniform(), selectors.Fifo(), 7, rate_limiters.MinSize(1)
+    )
+    with caplog.at_level("WARNING", logger="resound"):
+        restored = resound.Server(
+            [main, other, resound.Table.queue("untouched", 5)],
+            listen=False,
+            checkpointer=checkpointer,
+        )
+    info = restored.table("main").info
+    assert restored.table("main") is main  # the server's table object, reconfigured
+    assert info.sampler_options.options.kind == "prioritized"
+    assert info.sampler_options.options.priority_exponent == 0.8
+    assert info.remover_options.options.kind == "fifo"
+    assert (info.max_size, info.max_times_sampled, info.current_size) == (60, 3, 4)
+    assert info.rate_limiter_info == before.rate_limiter_info  # settings and counters
+    assert main.signature == signature and info.signature == signature
+    with pytest.raises(ValueError):  # the saved signature is enforced
+        restored.in_process_client().insert({"x": np.float32(1)}, priorities={"main": 1.0})
+    changed = [r.getMessage() for r in caplog.records if "restoring checkpoint" in r.getMessage()]
+    settings = sorted(m.split(": ")[2].split(" was ")[0] for m in changed)
+    assert settings == [
+        "max_size",
+        "max_times_sampled",
+        "rate_limiter",
+        "remover",
+        "sampler",
+        "signature",
+    ], changed
+    assert all("table 'main'" in m for m in changed)
+    assert any("sampler was lifo, is now prioritized(0.8)" in m for m in changed), changed
+    assert any("max_size was 10, is now 60" in m for m in changed), changed
+    # A server table the checkpoint lacks stays as configured, and empty.
+    assert (restored.table("other").info.max_size, restored.table("other").info.current_size) == (
+        7,
+        0,
+    )
+    restored.stop()
+
+
+def test_max_bytes_stays_the_servers_and_a_restore_past_it_is_refused(tmp_path: Any) -> None:
+    # Checkpoints do not hold max_bytes (Reverb has none): the server's applies.
+    def table(max_bytes: int | None) -> resound.Table:
+        return resound.Table(
+            "main", selectors.Fifo(), selectors.Fifo(), 10, rate_limiters.MinSize(1),
+            max_bytes=max_bytes,
+        )  # fmt: skip
+
+    checkpointer = checkpointers.DefaultCheckpointer(tmp_path)
+    server = resound.Server([table(None)], listen=False, checkpointer=checkpointer)
+    for value in range(3):
+        server.in_process_client().insert(np.full(256, value, np.float32), {"main": 1.0})
+    server.checkpoint()
+    roomy = resound.Server([table(1 << 20)], listen=False, checkpointer=checkpointer)
+    assert (roomy.table("main").info.max_bytes, roomy.table("main").info.current_size) == (
+        1 << 20,
+        3,
+    )
+    tight = table(2_000)  # one 1 KB item fits, three do not
+    with pytest.raises(ValueError, match="more than the table's max_bytes 2000"):
+        resound.Server([tight], listen=False, checkpointer=checkpointer)
+    assert tight.info.current_size == 0
+
+
+def test_a_restore_into_tables_configured_alike_warns_nothing(
+    tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    checkpointer = checkpointers.DefaultCheckpointer(tmp_path)
+    server = resound.Server(make_tables(), listen=False, checkpointer=checkpointer)
+    server.in_process_client().insert({"x": np.int64(1)}, priorities={"main": 1.0})
+    server.checkpoint()
+    with caplog.at_level("WARNING", logger="resound"):
+        restored = resound.Server(make_tables(), listen=False, checkpointer=checkpointer)
+    assert restored.table("main").info.current_size == 1
+    assert not [r for r in caplog.records if "restoring checkpoint" in r.getMessage()]
+
+
+def test_checkpoint_files_of_the_earlier_layout_still_load(tmp_path: Any) -> None:
+    source = checkpointers.DefaultCheckpointer(tmp_path / "new")
+    server = resound.Server(make_tables(), listen=False, checkpointer=source)
+    server.in_process_client().insert({"x": np.int64(1)}, priorities={"main": 1.0})
+    file = checkpointers.checkpoint_file(server.checkpoint())
+    legacy = tmp_path / "old"
+    legacy.mkdir()
+    name = "checkpoint-20240101T000000.000000000Z.rsnd"  # one file in the directory
+    os.link(file, legacy / name)
+    checkpointer = checkpointers.DefaultCheckpointer(legacy, keep_latest=1)
+    assert checkpointer.checkpoints() == [str(legacy / name)]
+    restored = resound.Server(make_tables(), listen=False, checkpointer=checkpointer)
+    assert restored.table("main").info.current_size == 1
+    newer = restored.checkpoint()  # the new layout, sorting after the old file
+    assert checkpointer.checkpoints() == [newer]  # keep_latest=1 removed the old file
+    assert sorted(os.listdir(legacy)) == [os.path.basename(newer)]
 
 
 def test_damaged_checkpoints_are_refused_with_the_file_named(tmp_path: Any) -> None:
     source = checkpointers.DefaultCheckpointer(tmp_path / "good")
     server = resound.Server(make_tables(), listen=False, checkpointer=source)
     fill(server.in_process_client(), "min_size", seed=1)
-    with open(server.checkpoint(), "rb") as file:
+    with open(checkpointers.checkpoint_file(server.checkpoint()), "rb") as file:
         good = file.read()
     rng = random.Random(0)
     damaged = tmp_path / "damaged.rsnd"
@@ -359,7 +494,7 @@ def test_a_process_killed_mid_save_leaves_the_previous_checkpoint(tmp_path: Any)
     first = process.stdout.readline().strip()
     assert process.stdout.readline().strip() == "saving"
     # Kill it while a save of ~400 MB is being written.
-    while not any(name.endswith(".tmp") for name in os.listdir(tmp_path)):
+    while not any(name.endswith(".tmp") for _, _, names in os.walk(tmp_path) for name in names):
         if process.poll() is not None:
             pytest.fail("the saver ended by itself")
     process.send_signal(signal.SIGKILL)

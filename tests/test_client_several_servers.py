@@ -227,17 +227,18 @@ def test_a_batch_waits_for_items_on_any_server_and_times_out_without(servers) ->
     assert sorted(batch.data[0][:, 0].tolist()) == [0, 1, 2, 3]
 
 
-def test_with_every_server_gone_calls_raise_instead_of_hanging(servers) -> None:
+def test_with_every_server_gone_calls_wait_for_one_up_to_their_timeout(servers) -> None:
+    # As a client of one server waits for it (tests/test_wait_for_server.py).
     client = resound.Client(addresses(servers), transport="grpc")
     client.insert([np.float32(1.0)], priorities={"q": 1.0})
     for server in servers:
         server.stop()
-    with pytest.raises(ConnectionError, match="no server of"):
-        client.sample_batch("q", 4)
-    with pytest.raises(ConnectionError, match="no server of"):
-        client.server_info()
+    with pytest.raises(resound.DeadlineExceededError, match="not reachable"):
+        client.sample_batch("q", 4, timeout=0.3)
+    with pytest.raises(resound.DeadlineExceededError, match="not reachable"):
+        client.server_info(timeout=0.3)
     with pytest.raises(ConnectionError, match="did not reach 3 server"):
-        client.reset("q")
+        client.checkpoint()  # at once, as Reverb's checkpoint
 
 
 def test_a_stopped_server_is_left_out_and_the_rest_serve(servers) -> None:

@@ -42,7 +42,7 @@ def write(writer: resound.TrajectoryWriter, value: float, size: int = 1) -> None
 # --- the server goes away
 
 
-def test_a_killed_server_fails_waiting_calls_promptly_and_writers_recover_on_restart(config):
+def test_a_killed_server_is_waited_for_within_timeouts_and_writers_recover_on_restart(config):
     served = ServerProcess(config)
     port = served_port(served)
     client = resound.Client(f"127.0.0.1:{port}")
@@ -51,12 +51,14 @@ def test_a_killed_server_fails_waiting_calls_promptly_and_writers_recover_on_res
         write(writer, value)
     writer.flush(timeout_ms=int(SAFETY * 1000))  # 10 items confirmed
 
-    # A sampler waits on a table the rate limiter keeps closed to it.
+    # A sampler waits on a table the rate limiter keeps closed to it; once the
+    # server is gone it waits for it (as Reverb's samplers retry), up to its
+    # timeout.
     sampler_error: list[BaseException] = []
 
     def wait_for_many() -> None:
         try:
-            client.sample_batch("replay", 10_000, timeout=SAFETY)
+            client.sample_batch("replay", 10_000, timeout=3.0)
         except BaseException as error:
             sampler_error.append(error)
 
@@ -71,7 +73,8 @@ def test_a_killed_server_fails_waiting_calls_promptly_and_writers_recover_on_res
     served.stop(signal.SIGKILL)
     sampler.join(SAFETY)
     assert not sampler.is_alive()
-    assert len(sampler_error) == 1 and isinstance(sampler_error[0], ConnectionError)
+    assert len(sampler_error) == 1
+    assert isinstance(sampler_error[0], resound.DeadlineExceededError), sampler_error
     # The writer's flush gives up at its timeout, keeping what it could not send.
     with pytest.raises(resound.DeadlineExceededError):
         writer.flush(timeout_ms=500)

@@ -151,13 +151,14 @@ def test_checkpoints_periodically_and_inspect_reports_them(config, tmp_path):
         config, "--checkpoint-dir", str(directory), "--checkpoint-every", "0.2",
         "--keep-checkpoints", "1",
     )  # fmt: skip
-    copy = tmp_path / "copy.rsnd"
+    copy = tmp_path / "copy"  # a checkpoint directory, as the server writes them
+    copy.mkdir()
 
     def a_checkpoint_holds_the_item() -> bool:
         # The server replaces its one checkpoint every 0.2 s: copy it first.
         for path in reversed(checkpointers.DefaultCheckpointer(directory).checkpoints()):
             try:
-                shutil.copyfile(path, copy)
+                shutil.copyfile(checkpointers.checkpoint_file(path), copy / checkpointers.FILE_NAME)
             except FileNotFoundError:
                 continue  # replaced meanwhile
             return checkpointers.inspect(copy)["tables"][0]["num_items"] == 1
@@ -170,15 +171,18 @@ def test_checkpoints_periodically_and_inspect_reports_them(config, tmp_path):
         wait_until(a_checkpoint_holds_the_item, "a periodic checkpoint holding the item")
     finally:
         assert served.stop() == 0
-    assert len(list(directory.iterdir())) == 1  # older ones were deleted
-    report = subprocess.run(
-        server_command("inspect", str(copy)), capture_output=True, text=True, timeout=SAFETY
-    )
-    assert report.returncode == 0, report.stderr
-    assert f"checkpoint {copy}" in report.stdout
-    assert "table 'replay': 1 items; sampler prioritized, remover fifo" in report.stdout
-    assert "table 'queue': 0 items; sampler fifo, remover fifo" in report.stdout
-    assert "bytes of data; 2 table(s)" in report.stdout
+    (kept,) = directory.iterdir()  # older ones were deleted
+    assert kept.is_dir() and [p.name for p in kept.iterdir()] == [checkpointers.FILE_NAME]
+    # inspect takes the directory (as client.checkpoint() returns it) or its file.
+    for path in (copy, copy / checkpointers.FILE_NAME):
+        report = subprocess.run(
+            server_command("inspect", str(path)), capture_output=True, text=True, timeout=SAFETY
+        )
+        assert report.returncode == 0, report.stderr
+        assert f"checkpoint {path}" in report.stdout
+        assert "table 'replay': 1 items; sampler prioritized, remover fifo" in report.stdout
+        assert "table 'queue': 0 items; sampler fifo, remover fifo" in report.stdout
+        assert "bytes of data; 2 table(s)" in report.stdout
 
 
 def test_inspect_refuses_damaged_files_and_bad_checkpoint_options(config, tmp_path):

@@ -105,7 +105,7 @@ def test_string_columns_match_by_kind_across_chunk_widths() -> None:
     writer.create_item("t", 1.0, {"s": writer.history["s"][-2:]})
     writer.flush()
     sample = next(client.sample("t", emit_timesteps=False))
-    assert sample.data[0].tolist() == ["a", "longer"]
+    assert sample.data[0].tolist() == [b"a", b"longer"]
 
 
 def test_malformed_column_specs_are_rejected_by_the_core() -> None:

@@ -95,7 +95,7 @@ def test_python_scalars_map_to_int64_float64_and_bool(serve):
     assert refs["i"].dtype == np.int64
     assert refs["f"].dtype == np.float64
     assert refs["b"].dtype == np.bool_
-    assert refs["s"].dtype.kind == "U"
+    assert refs["s"].dtype.kind == "S"  # str is stored as UTF-8 bytes
     assert refs["y"].dtype.kind == "S"
     assert tuple(refs["i"].shape) == ()
 
@@ -175,7 +175,7 @@ def test_omitted_and_none_fields_read_none_in_that_step(serve):
         (1.0, np.float32(1), "float32", "float64"),
         (np.float32(1), 1, "int64", "float32"),
         (True, 1, "int64", "bool"),
-        ("text", 1, "int64", "str"),
+        ("text", 1, "int64", "bytes"),  # str is stored as UTF-8 bytes
     ],
 )
 def test_dtype_change_raises(serve, first, second, got, expected):
@@ -219,7 +219,7 @@ def test_strings_of_any_length_fit_a_string_column(serve):
     writer = client.trajectory_writer(3, max_chunk_length=3)
     for text in ("a", "longer text", ""):
         writer.append({"s": text})
-    np.testing.assert_array_equal(writer.history["s"][:].numpy(), ["a", "longer text", ""])
+    np.testing.assert_array_equal(writer.history["s"][:].numpy(), [b"a", b"longer text", b""])
 
 
 @pytest.mark.parametrize(
@@ -1507,7 +1507,9 @@ COMPRESSIBLE_KEYS = sorted(COMPRESSIBLE[0])
 
 
 def expected_column(key: str, steps: list[dict[str, Any]]) -> np.ndarray:
-    return np.stack([np.asarray(step[key]) for step in steps])
+    # str is stored, and read back, as UTF-8 bytes.
+    column = np.stack([np.asarray(step[key]) for step in steps])
+    return np.char.encode(column, "utf-8") if column.dtype.kind == "U" else column
 
 
 @pytest.mark.parametrize("delta", [False, True], ids=["plain", "delta"])
@@ -1534,7 +1536,8 @@ def test_compressed_chunks_round_trip_exactly(serve, compression, delta, chunk_l
     for index, key in enumerate(COMPRESSIBLE_KEYS):
         want = expected_column(key, COMPRESSIBLE)
         np.testing.assert_array_equal(whole[index], want)
-        assert whole[index].dtype.kind == want.dtype.kind
+        # Strings come back as object arrays of bytes, as Reverb's.
+        assert whole[index].dtype.kind == ("O" if want.dtype.kind == "S" else want.dtype.kind)
         np.testing.assert_array_equal(reordered[index], want[[4, 1]])
         for row in range(2):
             np.testing.assert_array_equal(batch.data[index][row], want)
@@ -1547,14 +1550,14 @@ def test_lz4_chunks_are_compressed(serve, delta):
     writer = client.trajectory_writer(8, compression="lz4", delta_encoded=delta)
     base = np.random.default_rng(0).integers(-(2**15), 2**15 - 8, 256).astype(np.int16)
     for i in range(8):
-        writer.append({"f": np.zeros(256, np.float32), "i": base + i, "s": "same"})
+        writer.append({"f": np.zeros(256, np.float32), "i": base + i, "s": "same" * 8})
     writer.create_item("u", 1.0, {key: writer.history[key][:] for key in ("f", "i", "s")})
     (item,) = items(server, "u")
     by_dtype = {np.dtype(chunk.dtype).kind: chunk for chunk in item.chunks}
     for chunk in item.chunks:
         assert chunk.compression == "lz4"
         assert chunk.num_steps == 8
-    for kind in ("f", "U"):
+    for kind in ("f", "S"):
         assert by_dtype[kind].nbytes < by_dtype[kind].uncompressed_size / 4
         assert not by_dtype[kind].delta_encoded
     # Random rows that differ by a constant compress only as deltas.
@@ -1648,11 +1651,12 @@ def test_strings_and_bytes_round_trip(serve):
     writer.create_item("q", 1.0, {key: writer.history[key][1] for key in ("m", "s", "y")})
     writer.flush()
     whole, single = take(client, "q", 2)
+    # Strings come back as bytes (str as UTF-8), in object arrays as Reverb's.
     for got, key in zip(whole, ("m", "s", "y"), strict=True):
-        np.testing.assert_array_equal(got, np.stack([np.asarray(step[key]) for step in steps]))
-    assert whole[1].dtype.kind == "U" and whole[2].dtype.kind == "S"
-    np.testing.assert_array_equal(single[0], steps[1]["m"])
-    assert single[1] == "ünïcødé" and single[2] == b"\x00\xff"
+        np.testing.assert_array_equal(got, expected_column(key, steps))
+    assert whole[1].dtype == whole[2].dtype == object
+    np.testing.assert_array_equal(single[0], np.char.encode(steps[1]["m"], "utf-8"))
+    assert single[1] == "ünïcødé".encode() and single[2] == b"\x00\xff"
 
 
 def test_object_arrays_of_strings_are_accepted(serve):
@@ -1663,7 +1667,7 @@ def test_object_arrays_of_strings_are_accepted(serve):
     writer.create_item("q", 1.0, {"s": writer.history["s"][:], "y": writer.history["y"][:]})
     writer.flush()
     s, y = take(client, "q")[0]
-    np.testing.assert_array_equal(s, [["a", "bc"], ["d", "e"]])
+    np.testing.assert_array_equal(s, [[b"a", b"bc"], [b"d", b"e"]])
     np.testing.assert_array_equal(y, [[b"x"], [b"yz"]])
 
 
@@ -1721,7 +1725,7 @@ def check_nested(data: Any, batch: bool = False) -> None:
         extras[1][0], np.broadcast_to(np.array([b"tag0", b"tag1", b"tag2", b"tag3"]), lead + (4,))
     )
     np.testing.assert_array_equal(
-        extras[1][1], np.broadcast_to(np.array(["label 2", "label 3"]), lead + (2,))
+        extras[1][1], np.broadcast_to(np.array([b"label 2", b"label 3"]), lead + (2,))
     )
 
 

@@ -19,6 +19,7 @@ py::dict SelectorDict(const SelectorOptions& options) {
   py::dict out;
   out["kind"] = options.kind_name();
   out["priority_exponent"] = options.priority_exponent;
+  out["seed"] = options.seed.has_value() ? py::object(py::int_(*options.seed)) : py::object(py::none());
   return out;
 }
 
@@ -32,6 +33,13 @@ py::dict SummaryDict(const CheckpointSummary& summary) {
     entry["max_size"] = table.config.max_size;
     entry["max_times_sampled"] = table.config.max_times_sampled;
     entry["rate_limiter"] = table.config.rate_limiter.ToString();
+    const RateLimiterConfig& limiter = table.config.rate_limiter;
+    py::dict limiter_options;
+    limiter_options["samples_per_insert"] = limiter.samples_per_insert;
+    limiter_options["min_size_to_sample"] = limiter.min_size_to_sample;
+    limiter_options["min_diff"] = limiter.min_diff;
+    limiter_options["max_diff"] = limiter.max_diff;
+    entry["rate_limiter_options"] = std::move(limiter_options);
     entry["signature"] = py::bytes(table.config.signature);
     entry["num_items"] = table.num_items;
     entry["insert_count"] = table.counters.inserts;
@@ -98,6 +106,12 @@ it cannot be read.)doc");
       "inspect_checkpoint",
       [](const std::string& path) { return Summarize([&] { return Checkpoint::Inspect(path); }); },
       py::arg("path"), "Reads and checks a whole checkpoint file; returns its summary dict.");
+  m.def(
+      "read_checkpoint_tables",
+      [](const std::string& path) { return Summarize([&] { return Checkpoint::ReadTables(path); }); },
+      py::arg("path"),
+      "The table records of a checkpoint file (configurations, counters), without reading its chunks; "
+      "a summary dict whose num_chunks, chunk_bytes and file_bytes are 0.");
 }
 
 }  // namespace resound::bindings

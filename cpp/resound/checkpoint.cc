@@ -437,6 +437,23 @@ CheckpointSummary Checkpoint::Save(const std::vector<Table*>& tables, const std:
 
 CheckpointSummary Checkpoint::Inspect(const std::string& path) { return Read(path, {}, false).summary; }
 
+CheckpointSummary Checkpoint::ReadTables(const std::string& path) {
+  CheckpointSummary head;
+  CheckpointFileReader reader(path);
+  uint32_t type = 0;
+  std::vector<std::byte> payload;
+  std::unordered_set<std::string> seen;
+  while (reader.Next(type, payload) && type == kTableRecord) {
+    RecordDecoder in(payload, path, reader.num_records() - 1);
+    head.tables.push_back(GetTable(in));
+    if (!seen.insert(head.tables.back().config.name).second) {
+      throw DataLossError("checkpoint " + path + " cannot be loaded: it holds table '" +
+                          head.tables.back().config.name + "' twice");
+    }
+  }
+  return head;
+}
+
 CheckpointSummary Checkpoint::Load(const std::string& path, const std::vector<Table*>& tables) {
   // The table records come first in the file: match them to ours (and
   // learn which chunk stores to build against) before reading any chunk.
@@ -445,22 +462,10 @@ CheckpointSummary Checkpoint::Load(const std::string& path, const std::vector<Ta
   std::vector<std::shared_ptr<ChunkStore>> stores;
   std::vector<Table*> targets;
   {
-    CheckpointSummary head;
-    CheckpointFileReader reader(path);
-    uint32_t type = 0;
-    std::vector<std::byte> payload;
-    while (reader.Next(type, payload) && type == kTableRecord) {
-      RecordDecoder in(payload, path, reader.num_records() - 1);
-      head.tables.push_back(GetTable(in));
-    }
+    const CheckpointSummary head = ReadTables(path);
     std::string available;
     for (Table* table : tables) available += (available.empty() ? "" : ", ") + table->name();
-    std::unordered_set<std::string> seen;
     for (const auto& saved : head.tables) {
-      if (!seen.insert(saved.config.name).second) {
-        throw DataLossError("checkpoint " + path + " cannot be loaded: it holds table '" + saved.config.name +
-                            "' twice");
-      }
       auto found = by_name.find(saved.config.name);
       if (found == by_name.end()) {
         throw InvalidArgumentError("checkpoint " + path + " has table '" + saved.config.name +

@@ -58,8 +58,15 @@ class Checkpoint {
   // items fit). Tables not in the file stay as they are. All or nothing: on
   // any error no table is changed. DataLossError for a damaged or foreign
   // file, InvalidArgumentError / FailedPreconditionError for a mismatch,
-  // std::system_error if the file cannot be read.
+  // std::system_error if the file cannot be read. (Where the checkpoint's
+  // configuration should win, the caller first builds tables configured as
+  // ReadTables reports and loads into those.)
   static CheckpointSummary Load(const std::string& path, const std::vector<Table*>& tables);
+
+  // Reads only the TABLE records at the start of the file (each checksummed,
+  // names unique): every saved table's configuration, counters and number
+  // of items, without reading any chunk. Same errors as Inspect.
+  static CheckpointSummary ReadTables(const std::string& path);
 
   // Reads and checks the whole file without restoring anything.
   static CheckpointSummary Inspect(const std::string& path);

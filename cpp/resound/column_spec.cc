@@ -30,7 +30,8 @@ ColumnSpec::ColumnSpec(std::string typestr, std::optional<std::vector<int64_t>> 
 }
 
 bool ColumnSpec::MatchesDtype(std::string_view typestr) const noexcept {
-  if (string_kind_) return IsStringKind(typestr) && typestr[1] == typestr_[1];
+  // str is stored as UTF-8 bytes: a 'U' spec accepts 'S' columns and back.
+  if (string_kind_) return IsStringKind(typestr);
   return typestr == typestr_;
 }
 

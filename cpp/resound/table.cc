@@ -4,6 +4,7 @@
 #include <chrono>
 #include <limits>
 #include <string>
+#include <unordered_set>
 
 #include "resound/errors.h"
 
@@ -434,6 +435,22 @@ void Table::Restore(TableState state) {
         throw InvalidArgumentError(where + "item key " + std::to_string(entry.item->key()) + " appears twice");
       }
       if (!config_.column_specs.empty()) ColumnSpec::Check(config_.column_specs, *entry.item);
+    }
+  }
+  if (config_.max_bytes > 0) {
+    // Inserting past max_bytes would evict while restoring (and the selectors'
+    // replay below relies on every item staying in its slot): refuse instead.
+    std::unordered_set<uint64_t> chunks;
+    int64_t bytes = 0;
+    for (const auto& entry : state.entries) {
+      for (const auto& chunk : entry.item->chunks()) {
+        if (chunks.insert(chunk->key()).second) bytes += chunk->memory_bytes();
+      }
+    }
+    if (bytes > config_.max_bytes) {
+      throw InvalidArgumentError(where + "its items hold " + std::to_string(bytes) +
+                                 " bytes of chunks, more than the table's max_bytes " +
+                                 std::to_string(config_.max_bytes));
     }
   }
   Released released;  // nothing is evicted (the items fit); kept for InsertLocked's signature

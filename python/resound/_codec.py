@@ -8,6 +8,20 @@ better for slowly changing counters or pixels.
 
 Reading is the reverse: a chunk becomes an array ``[num_steps, *shape]``,
 a zero-copy view of the stored bytes when the chunk is uncompressed.
+
+Strings are stored as numpy fixed-width bytes (``'S'``): ``str`` values as
+their UTF-8 encoding (``encode_strings``). Samples hand them out as Reverb
+does (TensorFlow string tensors become numpy object arrays of ``bytes``):
+``strings_as_objects`` turns every string column into an object array of
+``bytes`` (chunks of ``'U'`` strings, from older writers, are encoded to
+UTF-8 first). Like numpy's ``'S'`` type, stored strings do not keep
+trailing NUL bytes.
+
+Example:
+    >>> encode_strings(np.array(['héllo', 'a']))
+    array([b'h\\xc3\\xa9llo', b'a'], dtype='|S6')
+    >>> strings_as_objects([np.array([b'a', b'bc'])])[0].tolist()
+    [b'a', b'bc']
 """
 
 from __future__ import annotations
@@ -16,7 +30,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["COMPRESSIONS", "decode_chunk", "encode_rows", "gather_item"]
+__all__ = [
+    "COMPRESSIONS",
+    "decode_chunk",
+    "encode_rows",
+    "encode_strings",
+    "gather_item",
+    "strings_as_objects",
+]
 
 COMPRESSIONS = ("none", "lz4")
 
@@ -55,6 +76,25 @@ def encode_rows(rows: np.ndarray, compression: str, delta: bool) -> tuple[Any, b
     if compression == "lz4":
         return _lz4().compress(np.ascontiguousarray(rows).data, store_size=False), delta
     return np.ascontiguousarray(rows), delta
+
+
+def encode_strings(array: np.ndarray) -> np.ndarray:
+    """A ``str`` array (``'U'``) as the UTF-8 bytes (``'S'``) strings are
+    stored as; the array itself if it holds no ``str``."""
+    if array.dtype.kind != "U":
+        return array
+    return np.char.encode(array, "utf-8")
+
+
+def strings_as_objects(columns: list[np.ndarray]) -> list[np.ndarray]:
+    """``columns`` with every string column as an object array of ``bytes``
+    (Reverb's form of a string tensor); ``columns`` itself if none is one."""
+    if not any(column.dtype.kind in "SU" for column in columns):
+        return columns
+    return [
+        encode_strings(column).astype(object) if column.dtype.kind in "SU" else column
+        for column in columns
+    ]
 
 
 def decode_chunk(chunk: Any) -> np.ndarray:

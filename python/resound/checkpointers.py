@@ -1,21 +1,34 @@
 """Checkpointers (Reverb's ``reverb.checkpointers``): where a server writes
 checkpoints of its tables, and which one it restores when it starts.
 
-A checkpoint is one file, ``<path>/checkpoint-<UTC time>.rsnd``, holding
-every table's items, their chunks (each once), priorities, times sampled,
-rate limiter counters and the selectors' order, so that Fifo, Lifo and heap
-tables sample in the same order after a restore. The format is resound's
-own (docs/checkpoint-format.md): versioned, checksummed per record, written
+A checkpoint is a directory, ``<path>/checkpoint-<UTC time>/``, holding one
+file, ``checkpoint.rsnd``, with every table's configuration, items, their
+chunks (each once), priorities, times sampled, rate limiter counters and
+the selectors' order, so that Fifo, Lifo and heap tables sample in the same
+order after a restore. ``Client.checkpoint()`` returns the directory, as
+Reverb's does. The file format is resound's own
+(docs/checkpoint-format.md): versioned, checksummed per record, written
 under a temporary name, synced and only then given its name. Saving takes
 only references under each table's lock; inserts and samples go on while
-the file is written.
+the file is written. Checkpoint files of the earlier layout
+(``<path>/checkpoint-<UTC time>.rsnd``) are still found and restored.
+
+Restoring into a server whose tables are configured differently, the
+checkpoint's configuration wins, as in Reverb: each restored table takes the
+saved sampler, remover, max_size, max_times_sampled, rate limiter (and its
+counters) and signature, and one warning per changed setting goes to the
+``resound`` logger. ``max_bytes`` (which Reverb does not have, and the file
+does not hold) stays as the server configures it. A server table that the
+checkpoint lacks stays as configured, and empty; a checkpoint table that the
+server lacks makes the restore fail with ValueError naming it (as Reverb's
+restore fails).
 
 A checkpointer keeps the newest ``keep_latest`` of its checkpoints and
-deletes older ones; it never deletes a file whose name it would not have
-written.
+deletes older ones; it never deletes a directory or file whose name it would
+not have written, nor a directory holding anything besides its checkpoint.
 
 Example:
-    >>> import tempfile, numpy as np, resound
+    >>> import os, tempfile, numpy as np, resound
     >>> directory = tempfile.mkdtemp()
     >>> def tables():
     ...     return [resound.Table.queue('q', 10)]
@@ -24,6 +37,8 @@ Example:
     >>> client = server.in_process_client()
     >>> client.insert({'x': np.arange(3)}, priorities={'q': 1.0})
     >>> path = client.checkpoint()
+    >>> os.listdir(path)
+    ['checkpoint.rsnd']
     >>> server.stop()
     >>> restored = resound.Server(tables(), listen=False,
     ...                           checkpointer=resound.checkpointers.DefaultCheckpointer(directory))
@@ -34,6 +49,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import tempfile
@@ -42,36 +58,87 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from resound import _core
+from resound import _checkpoint_tables, _core
 
 if TYPE_CHECKING:
     from resound.table import Table
 
 __all__ = [
+    "FILE_NAME",
     "CheckpointerBase",
     "DefaultCheckpointer",
     "TempDirCheckpointer",
+    "checkpoint_file",
     "default_checkpointer",
     "inspect",
+    "restore",
 ]
 
-# The names a checkpointer writes (and the only ones it ever deletes).
-_NAME = re.compile(r"checkpoint-(\d{8}T\d{6}\.\d{9}Z)(?:-(\d+))?\.rsnd")
+# The names a checkpointer writes (and the only ones it ever deletes): a
+# directory holding FILE_NAME, or (the earlier layout) a file of its own.
+_NAME = re.compile(r"checkpoint-(\d{8}T\d{6}\.\d{9}Z)(?:-(\d+))?")
+_LEGACY_SUFFIX = ".rsnd"
+# The checkpoint file inside a checkpoint directory.
+FILE_NAME = "checkpoint.rsnd"
+
+_LOGGER = logging.getLogger("resound")
 
 
-def inspect(path: str) -> dict[str, Any]:
-    """What the checkpoint file ``path`` holds, after checking all of it:
-    ``tables`` (name, selectors, max_size, rate limiter, counters, num_items),
-    ``num_chunks``, ``chunk_bytes`` and ``file_bytes``. CheckpointError if the
-    file is damaged or not a checkpoint."""
-    return _core.inspect_checkpoint(os.fspath(path))
+def checkpoint_file(path: str | os.PathLike[str]) -> str:
+    """The checkpoint file of ``path``: the file inside a checkpoint
+    directory, or ``path`` itself if it is a file."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        return os.path.join(path, FILE_NAME)
+    return path
+
+
+def inspect(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """What the checkpoint at ``path`` (a checkpoint directory, or its file)
+    holds, after checking all of it: ``tables`` (name, selectors, max_size,
+    rate limiter, counters, num_items), ``num_chunks``, ``chunk_bytes`` and
+    ``file_bytes``. CheckpointError if the file is damaged or not a
+    checkpoint."""
+    return _core.inspect_checkpoint(checkpoint_file(path))
+
+
+def restore(path: str | os.PathLike[str], tables: Sequence[Table]) -> None:
+    """Restores the checkpoint at ``path`` (a directory or its file) into
+    ``tables`` (empty, matched by name), the checkpoint's configuration
+    winning (see the module doc). All or nothing: if it fails, every table
+    is as it was."""
+    file = checkpoint_file(path)
+    saved = _core.read_checkpoint_tables(file)["tables"]
+    by_name = {table.name: table for table in tables}
+    replacements: dict[str, Table] = {}
+    changes: list[tuple[str, str, str, str]] = []
+    for config in saved:
+        table = by_name.get(config["name"])
+        if table is None:
+            continue  # the load below refuses it, naming it and the server's tables
+        changed = _checkpoint_tables.changed_settings(table, config)
+        if changed:
+            replacements[table.name] = _checkpoint_tables.configured_as_saved(table, config)
+            changes += [(table.name, *change) for change in changed]
+    _core.load_checkpoint(file, [replacements.get(t.name, t)._core for t in tables])
+    for name, replacement in replacements.items():
+        by_name[name]._adopt_configuration(replacement)
+    for name, setting, old, new in changes:
+        _LOGGER.warning(
+            "restoring checkpoint %s: table %r: %s was %s, is now %s (the checkpoint's)",
+            file,
+            name,
+            setting,
+            old,
+            new,
+        )
 
 
 class CheckpointerBase:
     """What a Server needs of a checkpointer: ``save`` and ``load_latest``."""
 
     def save(self, tables: Sequence[Table]) -> str:
-        """Writes a checkpoint of ``tables``; returns its path."""
+        """Writes a checkpoint of ``tables``; returns its path (a directory)."""
         raise NotImplementedError
 
     def load_latest(self, tables: Sequence[Table]) -> str | None:
@@ -86,8 +153,8 @@ class DefaultCheckpointer(CheckpointerBase):
     Args:
       path: the directory of the checkpoints.
       group: Reverb's group; must be empty, as in Reverb's open-source build.
-      fallback_checkpoint_path: a checkpoint file restored when ``path``
-        holds none.
+      fallback_checkpoint_path: a checkpoint (directory, or its file)
+        restored when ``path`` holds none.
       keep_latest: how many of its checkpoints to keep (>= 1); older ones
         are deleted after each save.
     """
@@ -109,7 +176,8 @@ class DefaultCheckpointer(CheckpointerBase):
             fallback_checkpoint_path, (str, os.PathLike)
         ):
             raise ValueError(
-                "fallback_checkpoint_path must be the path of a checkpoint file or None, "
+                "fallback_checkpoint_path must be the path of a checkpoint (directory or file) "
+                "or None, "
                 f"got {fallback_checkpoint_path!r}"
             )
         if isinstance(keep_latest, bool) or not isinstance(keep_latest, int) or keep_latest < 1:
@@ -126,44 +194,64 @@ class DefaultCheckpointer(CheckpointerBase):
         return self._path
 
     def checkpoints(self) -> list[str]:
-        """This checkpointer's complete checkpoints in ``path``, oldest first."""
+        """This checkpointer's complete checkpoints in ``path``, oldest first:
+        directories holding their file (and files of the earlier layout)."""
+        return [path for _, path in self._checkpoints()]
+
+    def _checkpoints(self) -> list[tuple[tuple[str, int], str]]:
         try:
             names = os.listdir(self._path)
         except FileNotFoundError:
             return []
         ours = []
         for name in names:
-            match = _NAME.fullmatch(name)
-            if match:
-                ours.append((match.group(1), int(match.group(2) or 0), name))
-        return [os.path.join(self._path, name) for _, _, name in sorted(ours)]
+            legacy = name.endswith(_LEGACY_SUFFIX)
+            match = _NAME.fullmatch(name[: -len(_LEGACY_SUFFIX)] if legacy else name)
+            if match is None:
+                continue
+            path = os.path.join(self._path, name)
+            if legacy:
+                if not os.path.isfile(path):
+                    continue
+            elif not os.path.isfile(os.path.join(path, FILE_NAME)):
+                continue  # being written, or not a checkpoint
+            ours.append(((match.group(1), int(match.group(2) or 0)), path))
+        return sorted(ours)
 
     def save(self, tables: Sequence[Table]) -> str:
+        """Writes a new checkpoint directory; returns its path."""
         with self._lock:
             os.makedirs(self._path, exist_ok=True)
             now = time.time_ns()
             stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now // 1_000_000_000))
             stamp = f"{stamp}.{now % 1_000_000_000:09d}Z"
             suffix = 0
-            existing = self.checkpoints()
+            existing = self._checkpoints()
             if existing:
                 # Names order the checkpoints: after a clock step back, count
                 # on from the newest instead of writing an "older" one.
-                newest = _NAME.fullmatch(os.path.basename(existing[-1]))
-                assert newest is not None
-                if stamp <= newest.group(1):
-                    stamp, suffix = newest.group(1), int(newest.group(2) or 0) + 1
+                newest_stamp, newest_suffix = existing[-1][0]
+                if stamp <= newest_stamp:
+                    stamp, suffix = newest_stamp, newest_suffix + 1
             while True:
-                name = f"checkpoint-{stamp}" + (f"-{suffix}" if suffix else "") + ".rsnd"
-                path = os.path.join(self._path, name)
-                if not os.path.exists(path) and not os.path.exists(path + ".tmp"):
+                name = f"checkpoint-{stamp}" + (f"-{suffix}" if suffix else "")
+                directory = os.path.join(self._path, name)
+                try:
+                    os.mkdir(directory)  # fails if a save of the same instant made it
                     break
-                suffix += 1  # a save within the same nanosecond, or a leftover
-            _core.save_checkpoint([table._core for table in tables], path)
-            for old in self.checkpoints()[: -self._keep_latest]:
-                with contextlib.suppress(FileNotFoundError):  # removed by someone else
-                    os.remove(old)
-            return path
+                except FileExistsError:
+                    suffix += 1
+            try:
+                _core.save_checkpoint(
+                    [table._core for table in tables], os.path.join(directory, FILE_NAME)
+                )
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.rmdir(directory)  # empty: the file appears only when complete
+                raise
+            for _, old in self._checkpoints()[: -self._keep_latest]:
+                _remove_checkpoint(old)
+            return directory
 
     def load_latest(self, tables: Sequence[Table]) -> str | None:
         existing = self.checkpoints()
@@ -173,7 +261,7 @@ class DefaultCheckpointer(CheckpointerBase):
             path = self._fallback
         else:
             return None
-        _core.load_checkpoint(path, [table._core for table in tables])
+        restore(path, tables)
         return path
 
     def __repr__(self) -> str:
@@ -191,3 +279,18 @@ def default_checkpointer(group: str | None = None) -> CheckpointerBase:
     """A TempDirCheckpointer (Reverb's default; ``group`` is ignored)."""
     del group
     return TempDirCheckpointer()
+
+
+def _remove_checkpoint(path: str) -> None:
+    """Deletes one of the checkpointer's own checkpoints: a legacy file, or
+    a directory's file (and leftover temporary file) and then the directory
+    if nothing else is in it."""
+    if path.endswith(_LEGACY_SUFFIX) and not os.path.isdir(path):
+        with contextlib.suppress(FileNotFoundError):  # removed by someone else
+            os.remove(path)
+        return
+    for name in (FILE_NAME, FILE_NAME + ".tmp"):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(path, name))
+    with contextlib.suppress(OSError):  # someone else's files in it: left alone
+        os.rmdir(path)

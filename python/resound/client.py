@@ -73,8 +73,9 @@ class Client:
         (unreachable or stopping) sends its unconfirmed items, with their
         chunks, to another server and carries on (True, the default); with
         False it raises ConnectionError at its next call instead, and a new
-        writer goes to a server that answers. (A client of one server retries
-        its server for 30 s, then raises.)
+        writer goes to a server that answers. (A client of one server waits
+        for its server, as while every server of several is unreachable:
+        calls up to their timeout, writers until ``flush`` times out.)
 
     Example:
         >>> client = resound.Client(['10.0.0.1:8000', '10.0.0.2:8000'])  # doctest: +SKIP
@@ -205,12 +206,12 @@ class Client:
         timeout = check_timeout(timeout)
         if self._servers is not None:
             # All of one call goes to one server, the servers in turn.
-            member = self._servers.member_for(priorities)
+            member = self._servers.member_for(priorities, timeout)
             member.client.insert(data, priorities, timeout=timeout)
             return
         transport = self._transport
         for table, priority in priorities.items():
-            meta = transport.table_info_for_writer(table)
+            meta = transport.table_info_for_writer(table, timeout)
             _check_priority(priority, meta.prioritized, table)
         leaves = nest.flatten(data)
         if not leaves:
@@ -503,14 +504,17 @@ class Client:
 
     def checkpoint(self) -> str | dict[str, str]:
         """Has the server write a checkpoint of all its tables (see
-        resound.checkpointers); returns the checkpoint file's path on the
-        server's machine. Inserts and samples go on meanwhile.
+        resound.checkpointers); returns the checkpoint's directory (holding
+        its file) on the server's machine, as Reverb does. Inserts and
+        samples go on meanwhile.
 
-        With several servers, each writes one: the paths by address
+        With several servers, each writes one: the directories by address
         (ConnectionError naming any server not reached).
         """
         if self._servers is not None:
-            return self._servers.on_every_server(lambda t: t.checkpoint(), "Checkpoint")
+            return self._servers.on_every_server(
+                lambda t: t.checkpoint(), "Checkpoint", wait_for_one=False
+            )
         return self._transport.checkpoint()
 
 
@@ -574,13 +578,17 @@ def _sample_generator(
             remaining -= len(batch)
             infos = _infos(batch)
             stacked = _stack(batch)
+            if stacked is not None:
+                stacked = _codec.strings_as_objects(stacked)
             decoded: dict[int, np.ndarray] = {}  # each chunk decoded once per batch
             for index, info in enumerate(infos):
                 if stacked is not None:
                     columns = [column[index, ...] for column in stacked]
                 else:
                     item = batch[index]
-                    columns = _codec.gather_item(item.trajectory, item.chunks, decoded)
+                    columns = _codec.strings_as_objects(
+                        _codec.gather_item(item.trajectory, item.chunks, decoded)
+                    )
                 if emit_timesteps:
                     yield _timesteps(info, columns, signature)
                 else:
@@ -687,6 +695,7 @@ def _batch_sample(parts: list[Any], signature: Any) -> ReplaySample:
             columns = None
     if columns is None:
         columns = _stack_items(parts)
+    columns = _codec.strings_as_objects(columns)
     info = SampleInfo(
         *(
             np.concatenate([getattr(part, field) for part in parts])

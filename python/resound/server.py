@@ -279,7 +279,8 @@ class Server:
 
     def checkpoint(self) -> str:
         """Writes a checkpoint of every table with the server's checkpointer
-        (a temporary directory's if it has none); returns its path."""
+        (a temporary directory's if it has none); returns the checkpoint's
+        directory (holding its file), as Reverb does."""
         with self._checkpoint_lock:
             if self._checkpointer is None:
                 self._checkpointer = default_checkpointer()

@@ -5,14 +5,15 @@ Usage::
     resound-server --config server.toml [--host H] [--port P]
                    [--checkpoint-dir DIR [--checkpoint-every SECONDS]
                     [--checkpoint-on-stop] [--keep-checkpoints N]]
-    resound-server inspect CHECKPOINT_FILE
+    resound-server inspect CHECKPOINT
 
 It checks the whole config before it starts anything, restores the newest
 checkpoint in ``--checkpoint-dir`` if there is one, logs its tables and
 address, serves until SIGINT or SIGTERM, then stops cleanly (blocked clients
 get an error, not a hang). With ``--checkpoint-every`` it writes checkpoints
 periodically, with ``--checkpoint-on-stop`` a last one before stopping.
-``inspect`` prints what a checkpoint file holds. See ``EXAMPLE_CONFIG``
+``inspect`` prints what a checkpoint (a directory ``client.checkpoint()``
+returned, or its file) holds. See ``EXAMPLE_CONFIG``
 (also in ``--help``).
 """
 
@@ -294,7 +295,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="resound-server",
         description="Serve resound replay tables over gRPC until SIGINT or SIGTERM. "
-        "'resound-server inspect CHECKPOINT_FILE' prints what a checkpoint holds.",
+        "'resound-server inspect CHECKPOINT' prints what a checkpoint holds.",
         epilog="Example config (TOML):\n\n" + EXAMPLE_CONFIG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -362,9 +363,13 @@ def _parser() -> argparse.ArgumentParser:
 def _inspect_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="resound-server inspect",
-        description="Check a checkpoint file and print what it holds.",
+        description="Check a checkpoint and print what it holds.",
     )
-    parser.add_argument("path", metavar="CHECKPOINT_FILE", help="a .rsnd file")
+    parser.add_argument(
+        "path",
+        metavar="CHECKPOINT",
+        help="a checkpoint directory (as client.checkpoint() returns), or its .rsnd file",
+    )
     return parser
 
 

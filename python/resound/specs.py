@@ -74,9 +74,9 @@ def as_shape(shape: Any) -> Shape | None:
 
 
 def dtypes_match(expected: np.dtype, actual: np.dtype) -> bool:
-    """Equal dtypes; strings match by kind ('S' or 'U'), whatever their width."""
+    """Equal dtypes; strings ('S' or 'U', stored as 'S') match strings of any width."""
     if expected.kind in "SU":
-        return actual.kind == expected.kind
+        return actual.kind in "SU"
     return expected == actual
 
 

@@ -190,7 +190,8 @@ class Table:
 
     @property
     def signature(self) -> Any:
-        """The signature given at construction (unchanged), or None."""
+        """The signature given at construction (or restored from a
+        checkpoint, whose configuration wins), or None."""
         return self._signature
 
     @property
@@ -243,6 +244,18 @@ class Table:
             signature=self._signature if signature is None else signature,
             max_bytes=(info.max_bytes or None) if max_bytes is None else max_bytes,
         )
+
+    def _adopt_configuration(self, other: Table) -> None:
+        """Becomes ``other`` (a new table of the same name, configured as a
+        checkpoint saved it, and restored): its selectors, limiter, signature
+        and core table. ``other`` must not be used afterwards."""
+        self._sampler, self._remover = other._sampler, other._remover
+        self._rate_limiter = other._rate_limiter
+        self._signature, self._flat_signature = other._signature, other._flat_signature
+        self._prioritized = other._prioritized
+        self._core = other._core
+        for component in (self._sampler, self._remover, self._rate_limiter):
+            component._resound_owner = weakref.ref(self)
 
     def __repr__(self) -> str:
         info = self._core.info()

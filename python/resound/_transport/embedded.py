@@ -99,7 +99,8 @@ class EmbeddedTransport:
     def _table(self, name: str) -> Table:
         return self._server.table(name)
 
-    def table_info_for_writer(self, name: str) -> TableMeta:
+    def table_info_for_writer(self, name: str, timeout: float | None = None) -> TableMeta:
+        del timeout  # the server is here: nothing to wait for
         table = self._table(name)
         core = table._core
         return TableMeta(

@@ -9,6 +9,13 @@ background thread. The server confirms items once they are in their tables;
 reconnects with back-off and sends again what was not confirmed (items are
 keyed, so nothing is stored twice). Samples come back with their chunks, once
 per response.
+
+A server that cannot be reached is waited for (resound._transport.waiting):
+unary calls and samples up to their timeout (then DeadlineExceededError;
+without one until it comes up), insert streams until they get through
+(``flush`` and ``insert`` time out meanwhile), warning every ~10 s. A
+transport of a server set (``wait_for_server = False``) fails at once with
+ConnectionError instead, so that the set can leave the server out.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from resound import _core, _proto, specs
 from resound._service import wire
 from resound._transport import MAX_MESSAGE_BYTES
 from resound._transport.embedded import TableMeta
+from resound._transport.waiting import Outage, deadline_after, remaining
 from resound.errors import (
     CancelledError,
     DeadlineExceededError,
@@ -58,16 +66,28 @@ _MAX_BYTES_PER_MESSAGE = 32 << 20
 # queued or unconfirmed.
 _MAX_IN_FLIGHT_ITEMS = 16 * _MAX_ITEMS_PER_MESSAGE
 _MAX_IN_FLIGHT_BYTES = 4 * _MAX_BYTES_PER_MESSAGE
-# Reconnection back-off of an insert stream, in seconds, and how long it keeps
-# trying without a single successful response before it fails for good.
+# Reconnection back-off of an insert stream, in seconds.
 _BACKOFF_START, _BACKOFF_MAX = 0.05, 2.0
-_RECONNECT_GIVE_UP_SECONDS = 30.0
+# A call that failed although the channel just became ready waits this long
+# before it tries again (a server that accepts connections but is stopping).
+_RETRY_AFTER_READY_SECONDS = 0.05
 # Waits in slices this long, so that Ctrl-C reaches the caller.
 _WAIT_SLICE_SECONDS = 0.1
 # What the server's Checkpoint answers when its disk is full or unwritable.
 _DISK_ERRORS = (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.FAILED_PRECONDITION)
 # Status codes that mean "the connection or server went away": retried.
 _TRANSIENT = (grpc.StatusCode.UNAVAILABLE,)
+# ...unless the server answered and refused the connection (TLS settings that
+# do not match): waiting would not help, so that raises ConnectionError.
+_REFUSED_CONNECTION = ("handshake", "certificate", "ssl_error", "verification", "unauthenticated")
+
+
+def _waits(error: grpc.RpcError) -> bool:
+    """Whether ``error`` means the server is not there (yet): wait for it."""
+    if error.code() not in _TRANSIENT:
+        return False
+    details = (error.details() or "").lower()
+    return not any(refused in details for refused in _REFUSED_CONNECTION)
 
 
 def error_from_rpc(error: grpc.RpcError, what: str) -> Exception:
@@ -147,6 +167,11 @@ class RemoteTransport:
         # by a client of several servers, so that insert streams whose server
         # went away carry on elsewhere.
         self.failover: Callable[[RemoteTransport], RemoteTransport | None] | None = None
+        # Whether calls wait for an unreachable server (a client of one
+        # server) or raise ConnectionError at once (a member of a server set).
+        self.wait_for_server = True
+        # Set while the server is unreachable (see resound._transport.waiting).
+        self._outage: Outage | None = None
 
     @property
     def address(self) -> str:
@@ -177,8 +202,8 @@ class RemoteTransport:
         """A new insert stream (one per trajectory writer)."""
         return InsertStream(self, on_error, self.failover)
 
-    def table_info_for_writer(self, name: str) -> TableMeta:
-        info = self._info(name)
+    def table_info_for_writer(self, name: str, timeout: float | None = None) -> TableMeta:
+        info = self._info(name, timeout)
         return TableMeta(
             name,
             info.sampler_options.WhichOneof("distribution") == "prioritized",
@@ -208,28 +233,44 @@ class RemoteTransport:
         self, table: str, num_samples: int, timeout: float | None
     ) -> Callable[[], RemoteSampleBatch]:
         """Starts a Sample call (gRPC runs it on its own threads); returns the
-        function that receives and decodes its batch."""
-        request = _proto.SampleRequest(
-            table=table,
-            num_samples=num_samples,
-            timeout_seconds=-1.0 if timeout is None else timeout,
-        )
-        # The server honours the timeout; the call's own deadline only
-        # guards against a server that stopped answering.
-        deadline = None if timeout is None else timeout + 10.0
+        function that receives and decodes its batch. An unreachable server
+        is waited for within ``timeout`` (see the module doc)."""
+        deadline = deadline_after(timeout)
         what = f"Sample from table {table!r}"
+
+        def call(wait: float | None) -> Any:
+            request = _proto.SampleRequest(
+                table=table,
+                num_samples=num_samples,
+                timeout_seconds=-1.0 if wait is None else wait,
+            )
+            # The server honours the timeout; the call's own deadline only
+            # guards against a server that stopped answering.
+            return self._sample_call(request, timeout=None if wait is None else wait + 10.0)
+
         try:
-            responses = self._sample_call(request, timeout=deadline)
+            responses = call(timeout)
         except grpc.RpcError as error:
             raise error_from_rpc(error, what) from None
 
         def receive() -> RemoteSampleBatch:
-            try:
-                # Each response is decoded as it arrives, while gRPC receives
-                # the next one.
-                return RemoteSampleBatch(responses)
-            except grpc.RpcError as error:
-                raise error_from_rpc(error, what) from None
+            nonlocal responses
+            while True:
+                try:
+                    # Each response is decoded as it arrives, while gRPC
+                    # receives the next one.
+                    batch = RemoteSampleBatch(responses)
+                except grpc.RpcError as error:
+                    if not (_waits(error) and self.wait_for_server):
+                        raise error_from_rpc(error, what) from None
+                    self._wait_for_channel(self._note_outage(error), deadline, what, timeout)
+                    try:
+                        responses = call(remaining(deadline))
+                    except grpc.RpcError as again:
+                        raise error_from_rpc(again, what) from None
+                    continue
+                self._outage = None
+                return batch
 
         return receive
 
@@ -273,16 +314,66 @@ class RemoteTransport:
             raise error_from_rpc(error, "Checkpoint") from None
 
     def _unary(self, call: Any, request: Any, what: str, timeout: float | None = None) -> Any:
-        try:
-            return call(request, timeout=timeout)
-        except grpc.RpcError as error:
-            raise error_from_rpc(error, what) from None
+        """``call(request)``, waiting for an unreachable server up to
+        ``timeout`` (see the module doc)."""
+        deadline = deadline_after(timeout)
+        wait = timeout
+        while True:
+            try:
+                response = call(request, timeout=wait)
+            except grpc.RpcError as error:
+                if not (_waits(error) and self.wait_for_server):
+                    raise error_from_rpc(error, what) from None
+                self._wait_for_channel(self._note_outage(error), deadline, what, timeout)
+                wait = remaining(deadline)
+                continue
+            if self._outage is not None:
+                self._outage = None
+            return response
 
-    def _info(self, table: str) -> TableInfo:
+    def _note_outage(self, error: BaseException) -> Outage:
+        """The transport's outage (started now if there was none), with
+        ``error`` as its last error."""
+        outage = self._outage
+        if outage is None:
+            outage = self._outage = Outage(self._address)
+        outage.note(error)
+        return outage
+
+    def _wait_for_channel(
+        self, outage: Outage, deadline: float | None, what: str, timeout: float | None
+    ) -> None:
+        """Blocks until the channel is connected, the next warning is due (it
+        is logged; the caller tries again, which refreshes the last error) or
+        ``deadline`` passes (DeadlineExceededError naming the last error)."""
+        outage.warn_if_due(what)
+        ready = grpc.channel_ready_future(self._channel)
+        try:
+            while True:
+                left = remaining(deadline)
+                if left == 0.0:
+                    raise outage.deadline_error(what, timeout)
+                wait = min(_WAIT_SLICE_SECONDS, outage.until_warning())
+                if left is not None:
+                    wait = min(wait, left)
+                try:
+                    ready.result(timeout=wait)
+                except grpc.FutureTimeoutError:
+                    if outage.until_warning() == 0.0:
+                        return
+                    continue
+                # Connected; a server that is still starting or stopping may
+                # refuse the call again: not at full speed.
+                time.sleep(min(_RETRY_AFTER_READY_SECONDS, left or _RETRY_AFTER_READY_SECONDS))
+                return
+        finally:
+            ready.cancel()
+
+    def _info(self, table: str, timeout: float | None = None) -> TableInfo:
         with self._infos_lock:
             info = self._infos.get(table)
         if info is None:
-            info = self.server_info(None).get(table)
+            info = self.server_info(timeout).get(table)
         if info is None:
             raise NotFoundError(
                 f"Priority table {table} was not found. The following tables exist: "
@@ -457,7 +548,6 @@ class InsertStream:
 
     def _run(self) -> None:
         backoff = _BACKOFF_START
-        last_success = time.monotonic()
         while True:
             with self._lock:
                 if self._closed or self._error is not None:
@@ -471,14 +561,14 @@ class InsertStream:
                 responses = self._transport._insert_call(self._requests(generation))
                 for response in responses:
                     backoff = _BACKOFF_START
-                    last_success = time.monotonic()
+                    self._transport._outage = None
                     self._confirm(response.item_keys)
                 with self._lock:
                     if self._closed:
                         return
                 # Only a stopping server ends a stream that the client keeps open.
                 if self._move_to_another_server():
-                    backoff, last_success = _BACKOFF_START, time.monotonic()
+                    backoff = _BACKOFF_START
                     continue
                 if self._error is None:
                     self._fail(CancelledError("Insert: the server stopped"))
@@ -488,16 +578,16 @@ class InsertStream:
                 # gone away: with failover, another one takes the items.
                 gone = error.code() in (*_TRANSIENT, grpc.StatusCode.CANCELLED)
                 if gone and self._move_to_another_server():
-                    backoff, last_success = _BACKOFF_START, time.monotonic()
+                    backoff = _BACKOFF_START
                     continue
                 if self._error is not None:
                     return  # the failover refused
-                if error.code() not in _TRANSIENT:
+                if not _waits(error):
                     self._fail(error_from_rpc(error, "Insert"))
                     return
-                if time.monotonic() - last_success > _RECONNECT_GIVE_UP_SECONDS:
-                    self._fail(error_from_rpc(error, "Insert (gave up reconnecting)"))
-                    return
+                # Unreachable (and no other server to go to): wait for it, as
+                # long as it takes; flush and insert time out meanwhile.
+                self._transport._note_outage(error).warn_if_due("Insert")
             except BaseException as error:  # noqa: BLE001 - reported to the writer
                 self._fail(error)
                 return

@@ -17,7 +17,11 @@ client spreads its work over them:
 A server that stops answering is left out for a back-off (0.5 s, doubling up
 to 2 s) and then tried again, so a restarted server rejoins on its own. With
 ``failover``, a writer whose server went away sends its unconfirmed items
-(chunks included) to another server and carries on there.
+(chunks included) to another server and carries on there. While *every*
+server is unreachable, calls wait for one to come up, as a client of one
+server waits for it (resound._transport.waiting): up to their timeout, then
+DeadlineExceededError (``checkpoint`` raises ConnectionError at once, as
+Reverb's does).
 
 Example:
     >>> import resound
@@ -49,6 +53,7 @@ import numpy as np
 from resound import _core
 from resound._transport.remote import RemoteTransport
 from resound._transport.targets import Target, resolve_name
+from resound._transport.waiting import Outage, deadline_after, remaining
 from resound._transport.worker_pool import WorkerPool
 from resound.errors import CancelledError, DeadlineExceededError
 from resound.table_info import TableInfo, combined
@@ -194,6 +199,9 @@ class ServerSet:
         """The member's transport, with writer failover when configured."""
         transport = member.client._transport
         if isinstance(transport, RemoteTransport) and transport.failover is None:
+            # A member that is not there fails at once, and is left out; the
+            # set waits only while every member is unreachable.
+            transport.wait_for_server = False
             # Weakly: the streams' threads must not keep the set (and with it
             # the clients whose finalizers end those streams) alive.
             method = self._replacement if self._failover else self._no_replacement
@@ -214,22 +222,26 @@ class ServerSet:
     def start_turns_at(self, turn: int) -> None:
         self._writer_turn = itertools.count(turn)
 
-    def member_for(self, tables: Iterable[str]) -> Member:
+    def member_for(self, tables: Iterable[str], timeout: float | None = None) -> Member:
         """The next server (in turn) that answers with the options of
-        ``tables``; ConnectionError if none does."""
-        error: BaseException | None = None
-        for _ in range(len(self.members())):
-            member = self.next_member()
-            transport = self.transport(member)
-            try:
-                for table in tables:
-                    transport.table_info_for_writer(table)
-            except _GONE as gone:
-                self.mark_down(member)
-                error = gone
-                continue
-            return member
-        raise self._unreachable(error)
+        ``tables``; while none answers, waits for one up to ``timeout``
+        (DeadlineExceededError)."""
+        deadline = deadline_after(timeout)
+        outage = None
+        while True:
+            error: BaseException | None = None
+            for _ in range(len(self.members())):
+                member = self.next_member()
+                transport = self.transport(member)
+                try:
+                    for table in tables:
+                        transport.table_info_for_writer(table)
+                except _GONE as gone:
+                    self.mark_down(member)
+                    error = gone
+                    continue
+                return member
+            outage = self._wait_for_a_member(outage, error, deadline, "Insert", timeout)
 
     def _replacement(self, failed: RemoteTransport) -> RemoteTransport | None:
         """Another server's transport for an insert stream whose server went
@@ -282,23 +294,51 @@ class ServerSet:
 
     def any_transport(self, call: Callable[[Any], Any]) -> Any:
         """``call(transport)`` on the first server that answers (table
-        signatures and options, which every server shares)."""
-        members = self.live() + [m for m in self.members() if m.down_until > time.monotonic()]
-        error: BaseException | None = None
-        for member in members:
-            try:
-                return call(self.transport(member))
-            except _GONE as gone:
-                self.mark_down(member)
-                error = gone
-        raise self._unreachable(error)
+        signatures and options, which every server shares); while none
+        answers, waits for one."""
+        outage = None
+        while True:
+            now = time.monotonic()
+            members = self.live() + [m for m in self.members() if m.down_until > now]
+            error: BaseException | None = None
+            for member in members:
+                try:
+                    return call(self.transport(member))
+                except _GONE as gone:
+                    self.mark_down(member)
+                    error = gone
+            outage = self._wait_for_a_member(outage, error, None, "ServerInfo", None)
 
-    def _unreachable(self, cause: BaseException | None) -> ConnectionError:
-        addresses = ", ".join(m.address for m in self.members()) or "none resolved"
-        detail = f" (last error: {cause})" if cause is not None else ""
-        return ConnectionError(
-            f"no server of {self._target.text!r} is reachable (servers: {addresses}){detail}"
-        )
+    def _wait_for_a_member(
+        self,
+        outage: Outage | None,
+        error: BaseException | None,
+        deadline: float | None,
+        what: str,
+        timeout: float | None,
+        cancelled: threading.Event | None = None,
+    ) -> Outage:
+        """Every server is unreachable: waits until one's back-off ends (or
+        the next warning is due, or ``cancelled`` is set), then returns the
+        outage (``outage``, or a new one) for the caller to try again.
+        DeadlineExceededError once ``deadline`` has passed."""
+        if outage is None:
+            outage = Outage(f"{self._target.text!r} (every server)")
+        outage.note(error if error is not None else "every server is left out after failures")
+        outage.warn_if_due(what)
+        left = remaining(deadline)
+        if left == 0.0:
+            raise outage.deadline_error(what, timeout)
+        now = time.monotonic()
+        soonest = min((m.down_until for m in self.members()), default=now) - now
+        wait = max(_WAIT_SLICE_SECONDS, min(soonest, outage.until_warning()))
+        if left is not None:
+            wait = min(wait, left)
+        if cancelled is not None:
+            cancelled.wait(wait)
+        else:
+            time.sleep(wait)
+        return outage
 
     # --- sampling
 
@@ -328,6 +368,8 @@ class ServerSet:
         taken = 0
         failure: BaseException | None = None
         last_gone: BaseException | None = None
+        outage: Outage | None = None
+        what = f"Sample from table {table!r}"
         first_round = True
         while True:
             now = time.monotonic()
@@ -355,7 +397,12 @@ class ServerSet:
                             (member, self._start_sample(member, table, size, wait, alone))
                         )
                 if not outstanding:
-                    failure = self._unreachable(last_gone)
+                    # Every server is unreachable: wait for one.
+                    outage = self._wait_for_a_member(
+                        outage, last_gone, deadline, what, None, cancelled
+                    )
+                    first_round = True
+                    continue
             if not outstanding:
                 break
             member, finish = pending.popleft()
@@ -379,6 +426,8 @@ class ServerSet:
         if not parts:
             if cancelled is not None and cancelled.is_set():
                 return []
+            if outage is not None and not self.live():
+                raise outage.deadline_error(what)
             raise DeadlineExceededError(
                 f"Sample from table {table!r}: no server gave a sample within the timeout "
                 "(rate limiters refused)"
@@ -491,21 +540,25 @@ class ServerSet:
                 raise outcome
 
     def server_infos(self, timeout: float | None) -> dict[str, dict[str, TableInfo]]:
-        """Every answering server's tables by name, by address."""
-        infos = {}
-        last_gone = None
-        for member, outcome in self.call_each(
-            self.members(), lambda m: self.transport(m).server_info(timeout)
-        ):
-            if isinstance(outcome, _GONE):
-                last_gone = outcome
-            elif isinstance(outcome, BaseException):
-                raise outcome
-            else:
-                infos[member.address] = outcome
-        if not infos:
-            raise self._unreachable(last_gone)
-        return infos
+        """Every answering server's tables by name, by address; while none
+        answers, waits for one up to ``timeout`` (DeadlineExceededError)."""
+        deadline = deadline_after(timeout)
+        outage = None
+        while True:
+            infos = {}
+            last_gone = None
+            for member, outcome in self.call_each(
+                self.members(), lambda m: self.transport(m).server_info(remaining(deadline))
+            ):
+                if isinstance(outcome, _GONE):
+                    last_gone = outcome
+                elif isinstance(outcome, BaseException):
+                    raise outcome
+                else:
+                    infos[member.address] = outcome
+            if infos:
+                return infos
+            outage = self._wait_for_a_member(outage, last_gone, deadline, "ServerInfo", timeout)
 
     def server_info(self, timeout: float | None) -> dict[str, TableInfo]:
         """Each table's info summed over the answering servers."""
@@ -515,19 +568,31 @@ class ServerSet:
                 by_table.setdefault(name, []).append(info)
         return {name: combined(infos) for name, infos in by_table.items()}
 
-    def on_every_server(self, call: Callable[[Any], Any], what: str) -> dict[str, Any]:
+    def on_every_server(
+        self, call: Callable[[Any], Any], what: str, *, wait_for_one: bool = True
+    ) -> dict[str, Any]:
         """``call(transport)`` on every server; the results by address.
         ConnectionError naming the servers that did not answer (the call was
-        still made on the others)."""
-        results = {}
-        missed = []
-        for member, outcome in self.call_each(self.members(), lambda m: call(self.transport(m))):
-            if isinstance(outcome, _GONE):
-                missed.append(f"{member.address} ({outcome})")
-            elif isinstance(outcome, BaseException):
-                raise outcome
-            else:
-                results[member.address] = outcome
+        still made on the others). While none answers, waits for one
+        (``wait_for_one``; else ConnectionError at once)."""
+        outage = None
+        while True:
+            results = {}
+            missed = []
+            last_gone = None
+            for member, outcome in self.call_each(
+                self.members(), lambda m: call(self.transport(m))
+            ):
+                if isinstance(outcome, _GONE):
+                    missed.append(f"{member.address} ({outcome})")
+                    last_gone = outcome
+                elif isinstance(outcome, BaseException):
+                    raise outcome
+                else:
+                    results[member.address] = outcome
+            if results or not wait_for_one:
+                break
+            outage = self._wait_for_a_member(outage, last_gone, None, what, None)
         if missed:
             done = ", ".join(results) or "none"
             raise ConnectionError(

@@ -226,7 +226,7 @@ class _Column:
         """``array`` as this column's dtype if it is an object array of strings
         for a string column or the column's type in the other byte order;
         otherwise the wrong-dtype ValueError."""
-        if array.dtype.kind == "O":
+        if array.dtype.kind in "OU":
             array = _as_array(array)
             if self.is_string and array.dtype.kind == self.dtype.kind:
                 return array

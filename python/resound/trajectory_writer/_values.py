@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from resound import _codec
+
 
 def _as_array(value: Any) -> np.ndarray:
     array = value if type(value) is np.ndarray else np.asarray(value)
@@ -36,7 +38,7 @@ def _as_array(value: Any) -> np.ndarray:
             "integer, float or complex numbers, or strings (convert e.g. bfloat16 with "
             ".astype(np.float32))"
         )
-    return array
+    return _codec.encode_strings(array)  # str is stored as UTF-8 bytes
 
 
 def _all_of(array: np.ndarray, types: type | tuple[type, ...]) -> bool:
