@@ -244,7 +244,7 @@ def test_a_checkpoint_table_the_server_lacks_is_refused_clearly(tmp_path: Any) -
     with pytest.raises(ValueError, match="has table 'other', which the server does not have"):
         resound.Server(tables, listen=False, checkpointer=checkpointer)
     info = tables[0].info  # all or nothing: 'main' kept its own configuration, empty
-    assert (info.sampler_options.options.kind, info.current_size) == ("lifo", 0)
+    assert (info.sampler_options.WhichOneof("distribution"), info.current_size) == ("lifo", 0)
 
 
 def test_the_checkpoints_table_configuration_wins_with_a_warning_per_setting(
@@ -288,9 +288,9 @@ def test_the_checkpoints_table_configuration_wins_with_a_warning_per_setting(
         )
     info = restored.table("main").info
     assert restored.table("main") is main  # the server's table object, reconfigured
-    assert info.sampler_options.options.kind == "prioritized"
-    assert info.sampler_options.options.priority_exponent == 0.8
-    assert info.remover_options.options.kind == "fifo"
+    assert info.sampler_options.WhichOneof("distribution") == "prioritized"
+    assert info.sampler_options.prioritized.priority_exponent == 0.8
+    assert info.remover_options.WhichOneof("distribution") == "fifo"
     assert (info.max_size, info.max_times_sampled, info.current_size) == (60, 3, 4)
     assert info.rate_limiter_info == before.rate_limiter_info  # settings and counters
     assert main.signature == signature and info.signature == signature
