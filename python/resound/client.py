@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from resound import _codec, _core, nest
+from resound import _batch_assembly, _codec, _core, nest
 from resound._checks import as_priority, check_count, check_timeout
 from resound._transport.targets import parse_target
 from resound.batch_iterator import BatchIterator
@@ -343,7 +343,7 @@ class Client:
         take = self._taker(table)
         signature = self._signature(table) if unpack_as_table_signature else None
         deadline = None if timeout is None else time.monotonic() + timeout
-        return _batch_sample(take(batch_size, deadline, None), signature)
+        return _batch_assembly.batch_sample(take(batch_size, deadline, None), signature)
 
     def sample_batches(
         self,
@@ -376,7 +376,7 @@ class Client:
         def produce(cancelled: threading.Event) -> ReplaySample | None:
             deadline = None if timeout is None else time.monotonic() + timeout
             parts = take(batch_size, deadline, cancelled)
-            return None if cancelled.is_set() else _batch_sample(parts, signature)
+            return None if cancelled.is_set() else _batch_assembly.batch_sample(parts, signature)
 
         return BatchIterator(produce, num_batches=num_batches, prefetch=prefetch)
 
@@ -536,7 +536,7 @@ def _sample_generator(
         for batch in take(min(remaining, _core.MAX_SAMPLES_PER_CALL), deadline, None):
             remaining -= len(batch)
             infos = _infos(batch)
-            stacked = _stack(batch)
+            stacked = _batch_assembly.stack_columns(batch)
             decoded: dict[int, np.ndarray] = {}  # each chunk decoded once per batch
             for index, info in enumerate(infos):
                 if stacked is not None:
@@ -547,7 +547,7 @@ def _sample_generator(
                 if emit_timesteps:
                     yield _timesteps(info, columns, signature)
                 else:
-                    yield ReplaySample(info, _pack(signature, columns))
+                    yield ReplaySample(info, _batch_assembly.pack(signature, columns))
 
 
 def _take_flexible(
@@ -602,111 +602,15 @@ def _infos(batch: Any) -> list[SampleInfo]:
     ]
 
 
-def _stack(batch: Any) -> list[np.ndarray] | None:
-    """Every column stacked over the batch by the core, or None if some column
-    needs decoding item by item (compressed chunks, unequal lengths)."""
-    stack_columns = getattr(batch, "stack_columns", None)
-    if stack_columns is None:
-        return None
-    columns = stack_columns()
-    if any(column is None for column in columns):
-        return None
-    return columns
-
-
-def _pack(signature: Any, columns: list[np.ndarray]) -> Any:
-    if signature is None:
-        return columns
-    if len(nest.flatten(signature)) != len(columns):
-        raise ValueError(
-            f"the sample has {len(columns)} columns but the table signature has "
-            f"{len(nest.flatten(signature))}"
-        )
-    return nest.unflatten_as(signature, columns)
-
-
 def _timesteps(info: SampleInfo, columns: list[np.ndarray], signature: Any) -> list[ReplaySample]:
     lengths = {len(column) for column in columns}
     if len(lengths) != 1:
         raise ValueError("Can't split non timestep trajectory into timesteps.")
     (length,) = lengths
     return [
-        ReplaySample(info, _pack(signature, [column[t, ...] for column in columns]))
+        ReplaySample(info, _batch_assembly.pack(signature, [column[t, ...] for column in columns]))
         for t in range(length)
     ]
-
-
-def _batch_sample(parts: list[Any], signature: Any) -> ReplaySample:
-    columns: list[np.ndarray] | None = None
-    stacked = [_stack(part) for part in parts]
-    if all(s is not None for s in stacked):
-        try:
-            columns = (
-                stacked[0]
-                if len(stacked) == 1
-                else [_concatenate(c) for c in zip(*stacked, strict=False)]  # type: ignore[arg-type]
-            )
-        except ValueError:
-            columns = None
-    if columns is None:
-        columns = _stack_items(parts)
-    info = SampleInfo(
-        *(
-            np.concatenate([getattr(part, field) for part in parts])
-            for field in ("keys", "probabilities", "table_sizes", "priorities", "times_sampled")
-        )
-    )
-    return ReplaySample(info, _pack(signature, columns))
-
-
-def _stack_items(parts: list[Any]) -> list[np.ndarray]:
-    cache: dict[int, np.ndarray] = {}
-    # Views of chunk rows: stacking below copies them once.
-    items = [
-        _codec.gather_item(s.trajectory, s.chunks, cache, copy=False)
-        for part in parts
-        for s in part
-    ]
-    widths = {len(columns) for columns in items}
-    if len(widths) != 1:
-        raise ValueError(
-            f"items in the batch have different numbers of columns ({sorted(widths)}); "
-            "sample them with Client.sample instead"
-        )
-    out = []
-    for index, column in enumerate(zip(*items, strict=False)):
-        shapes = {c.shape for c in column}
-        if len(shapes) != 1:
-            raise ValueError(
-                f"column {index} has different shapes across the batch ({sorted(shapes)}); "
-                "sample_batch needs equal shapes per column, use Client.sample instead"
-            )
-        dtypes = {_dtype_key(c.dtype) for c in column}
-        if len(dtypes) != 1:
-            raise ValueError(
-                f"column {index} has different dtypes across the batch ({sorted(dtypes)}); "
-                "sample_batch needs one dtype per column, use Client.sample instead"
-            )
-        if column[0].dtype.kind in "SU":
-            out.append(np.stack(column))  # widths may differ: numpy picks the widest
-        else:
-            # Into a buffer from the core's pool: a batch of large items is a
-            # large array, whose fresh pages would cost more than the copy.
-            stacked = _core.pooled_empty((len(column), *column[0].shape), column[0].dtype)
-            out.append(np.stack(column, out=stacked))
-    return out
-
-
-def _dtype_key(dtype: np.dtype) -> str:
-    # Strings of different widths stack fine; other dtypes must be equal (numpy
-    # would promote them silently, e.g. uint64 and int64 to float64).
-    return dtype.kind if dtype.kind in "SU" else dtype.str
-
-
-def _concatenate(arrays: Sequence[np.ndarray]) -> np.ndarray:
-    if len({_dtype_key(a.dtype) for a in arrays}) != 1:
-        raise ValueError("different dtypes")  # _stack_items reports it per column
-    return np.concatenate(arrays)
 
 
 def _client(
