@@ -2,7 +2,7 @@
 transports: info fields and data leaves, numbers and strings, small and
 pooled (large) columns, columns the core stacks and those stacked item by
 item (compressed, received over gRPC), batches of one sample call and of
-several. (XLA's CPU client aliases
+several, and the remainder of a batch iterator. (XLA's CPU client aliases
 64-byte aligned memory and copies memory aligned to 16; tests_frameworks/
 checks that side with JAX itself.)"""
 
@@ -85,6 +85,19 @@ def test_a_batch_of_several_sample_calls_is_aligned(serve: Any) -> None:
     batch = sampling.value()
     np.testing.assert_array_equal(batch.data[3], np.arange(6, dtype=np.float64))
     assert misaligned(batch) == []
+
+
+def test_prefetched_batches_and_a_remainder_are_aligned(serve: Any) -> None:
+    _, client = serve(resound.Table.queue("q", 100))
+    write(client, "q", 0, 7)
+    batches = client.sample_batches("q", 3, timeout=0.2, drop_remainder=True)
+    got = [next(batches), next(batches)]
+    with pytest.raises(resound.DeadlineExceededError):
+        next(batches)
+    remainder = batches.remainder()
+    assert remainder is not None and len(remainder.info.key) == 1
+    for batch in (*got, remainder):
+        assert misaligned(batch) == []
 
 
 def test_pooled_empty_is_aligned_for_every_size() -> None:

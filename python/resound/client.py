@@ -40,7 +40,7 @@ import numpy as np
 from resound import _batch_assembly, _codec, _core, nest
 from resound._checks import as_priority, check_count, check_timeout
 from resound._transport.targets import parse_target
-from resound.batch_iterator import BatchIterator
+from resound.batch_iterator import BatchFiller, BatchIterator
 from resound.errors import DeadlineExceededError
 from resound.replay_sample import ReplaySample, SampleInfo
 from resound.tls import ClientTls
@@ -353,12 +353,25 @@ class Client:
         num_batches: int | None = None,
         prefetch: int = 2,
         timeout: float | None = None,
+        drop_remainder: bool = False,
         unpack_as_table_signature: bool = False,
     ) -> BatchIterator:
         """An iterator of ``sample_batch`` results, prefetched on a thread.
 
         Yields ``num_batches`` batches (None: until closed). Close it (or use
-        it as a context manager) to stop the thread.
+        it as a context manager) to stop the thread. Every array of a batch
+        starts on a 64-byte boundary (JAX's CPU client aliases it).
+
+        ``timeout`` (seconds; None: forever) bounds each wait for the rate
+        limiter. A wait that brings no sample raises DeadlineExceededError
+        (the iterator ends there). One that brings some, but not a full batch:
+        without ``drop_remainder`` they are yielded as a smaller batch (so 300
+        queued items sampled 128 at a time give 128, 128, 44); with
+        ``drop_remainder=True`` they are kept and the next wait adds to them,
+        so every batch has exactly ``batch_size`` samples (fixed shapes for
+        ``jax.jit``) and no sample is thrown away: what is held when the
+        iterator ends, and batches prefetched but not consumed when it is
+        closed, are ``remainder()``.
 
         Example:
             >>> with client.sample_batches('replay', 256) as batches:  # doctest: +SKIP
@@ -370,15 +383,20 @@ class Client:
             num_batches = check_count(num_batches, "num_batches")
         prefetch = check_count(prefetch, "prefetch")
         timeout = check_timeout(timeout)
+        if not isinstance(drop_remainder, bool):
+            raise ValueError(f"drop_remainder must be True or False, got {drop_remainder!r}")
         take = self._taker(table)
         signature = self._signature(table) if unpack_as_table_signature else None
-
-        def produce(cancelled: threading.Event) -> ReplaySample | None:
-            deadline = None if timeout is None else time.monotonic() + timeout
-            parts = take(batch_size, deadline, cancelled)
-            return None if cancelled.is_set() else _batch_assembly.batch_sample(parts, signature)
-
-        return BatchIterator(produce, num_batches=num_batches, prefetch=prefetch)
+        filler = BatchFiller(
+            take,
+            batch_size,
+            timeout=timeout,
+            drop_remainder=drop_remainder,
+            signature=signature,
+        )
+        return BatchIterator(
+            filler.produce, num_batches=num_batches, prefetch=prefetch, held=filler.held
+        )
 
     # --- managing
 
