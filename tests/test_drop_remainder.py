@@ -129,3 +129,23 @@ def test_drop_remainder_must_be_a_bool(serve: Any, value: object) -> None:
     _, client = serve(resound.Table.queue("q", 10))
     with pytest.raises(ValueError, match="drop_remainder must be True or False"):
         client.sample_batches("q", 2, drop_remainder=value)  # type: ignore[arg-type]
+
+
+def test_transform_runs_on_the_prefetch_thread_and_remainder_keeps_the_samples(
+    serve: Any,
+) -> None:
+    server, client = serve(resound.Table.queue("q", 1000))
+    fill(client, 0, 40)
+    threads = []
+
+    def transform(batch: resound.ReplaySample) -> list[int]:
+        threads.append(threading.current_thread().name)
+        return values(batch)
+
+    batches = client.sample_batches("q", 10, prefetch=2, transform=transform)
+    assert next(batches) == list(range(10))
+    wait_until(lambda: server.table("q").info.current_size == 0, "prefetching")
+    remainder = batches.remainder()
+    # The transformed batches not consumed come back as sampled.
+    assert remainder is not None and values(remainder) == list(range(10, 40))
+    assert set(threads) == {"resound-batch-prefetch"}

@@ -27,7 +27,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from resound import _batch_assembly
 from resound.replay_sample import ReplaySample
@@ -37,6 +37,11 @@ __all__ = ["BatchFiller", "BatchIterator"]
 # How often a thread blocked on a full queue looks whether close() was called.
 _WAIT_SLICE_SECONDS = 0.1
 _DONE = object()
+
+
+class _Ready(NamedTuple):
+    host: ReplaySample  # as sampled
+    output: Any  # what __next__ returns: transform(host), or host
 
 
 class BatchFiller:
@@ -104,15 +109,18 @@ class BatchIterator:
         num_batches: int | None,
         prefetch: int,
         held: Callable[[], ReplaySample | None] | None = None,
+        transform: Callable[[ReplaySample], Any] | None = None,
     ) -> None:
         self._produce = produce
+        self._transform = transform
         self._held = held
         self._num_batches = num_batches
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=prefetch)
         self._closed = threading.Event()
         self._finished = False
         self._unconsumed: list[ReplaySample] = []
-        self._unqueued: ReplaySample | None = None  # produced, then closed before queued
+        # Produced, then closed before it was queued.
+        self._unqueued: ReplaySample | None = None
         self._thread = threading.Thread(
             target=self._run, name="resound-batch-prefetch", daemon=True
         )
@@ -127,7 +135,9 @@ class BatchIterator:
                 batch = self._produce(self._closed)
                 if batch is None:
                     return
-                if not self._put(batch):
+                # The host batch travels with what is yielded, for remainder().
+                ready = _Ready(batch, batch if self._transform is None else self._transform(batch))
+                if not self._put(ready):
                     self._unqueued = batch
                     return
                 produced += 1
@@ -147,7 +157,7 @@ class BatchIterator:
     def __iter__(self) -> BatchIterator:
         return self
 
-    def __next__(self) -> ReplaySample:
+    def __next__(self) -> Any:
         if self._finished:
             raise StopIteration
         value = self._queue.get()
@@ -157,7 +167,7 @@ class BatchIterator:
         if isinstance(value, BaseException):
             self._finished = True
             raise value
-        return value
+        return value.output
 
     def remainder(self) -> ReplaySample | None:
         """Samples taken from the table and never yielded, as one batch in the
@@ -185,8 +195,8 @@ class BatchIterator:
         with contextlib.suppress(queue.Empty):
             while True:
                 value = self._queue.get_nowait()
-                if isinstance(value, ReplaySample):
-                    self._unconsumed.append(value)
+                if isinstance(value, _Ready):
+                    self._unconsumed.append(value.host)
         if self._unqueued is not None:
             self._unconsumed.append(self._unqueued)
             self._unqueued = None

@@ -32,7 +32,7 @@ import functools
 import math
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -355,6 +355,7 @@ class Client:
         timeout: float | None = None,
         drop_remainder: bool = False,
         unpack_as_table_signature: bool = False,
+        transform: Callable[[ReplaySample], Any] | None = None,
     ) -> BatchIterator:
         """An iterator of ``sample_batch`` results, prefetched on a thread.
 
@@ -372,6 +373,10 @@ class Client:
         ``jax.jit``) and no sample is thrown away: what is held when the
         iterator ends, and batches prefetched but not consumed when it is
         closed, are ``remainder()``.
+
+        ``transform`` is applied to each batch on the prefetch thread, and
+        what it returns is yielded (resound.datasets.jax puts batches on a
+        device there); ``remainder()`` still gives the batches as sampled.
 
         Example:
             >>> with client.sample_batches('replay', 256) as batches:  # doctest: +SKIP
@@ -395,7 +400,11 @@ class Client:
             signature=signature,
         )
         return BatchIterator(
-            filler.produce, num_batches=num_batches, prefetch=prefetch, held=filler.held
+            filler.produce,
+            num_batches=num_batches,
+            prefetch=prefetch,
+            held=filler.held,
+            transform=transform,
         )
 
     # --- managing
