@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -223,3 +224,29 @@ def test_importing_the_module_does_not_import_jax() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=SAFETY
     )
     assert result.stdout.strip() == "False", result.stderr
+
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "jax_learner.py"
+
+
+def test_the_example_learner_runs_and_learns() -> None:
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLE), "--steps", "60", "--batch-size", "64"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr  # 1: the error did not drop
+    assert "60 steps of 64" in result.stdout
+
+
+def test_the_example_says_what_to_install_without_jax() -> None:
+    code = (
+        "import runpy, sys; sys.modules['jax'] = None; "
+        f"runpy.run_path({str(EXAMPLE)!r}, run_name='__main__')"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=SAFETY
+    )
+    assert result.returncode == 1
+    assert 'pip install "jax[cpu]"' in result.stderr
