@@ -8,7 +8,8 @@ On the CPU the transfer is free: batch buffers start on a 64-byte boundary,
 which XLA's CPU client aliases instead of copying.
 
     >>> from resound.datasets.jax import DeviceIterator  # doctest: +SKIP
-    >>> with DeviceIterator(client, 'replay', 256, drop_remainder=True) as batches:
+    >>> batches = DeviceIterator(client, 'replay', 256, drop_remainder=True)  # doctest: +SKIP
+    >>> with batches:  # doctest: +SKIP
     ...     for batch in batches:
     ...         params, td = update(params, batch.data)          # jit'd: one shape
     ...         client.update_priorities('replay', (batch.info.key, np.abs(td)))

@@ -7,9 +7,9 @@ stacked in C++, prefetched on a thread). Use it in a ``DataLoader`` with
 processes:
 
     >>> from torch.utils.data import DataLoader  # doctest: +SKIP
-    >>> from resound.datasets.torch import BatchDataset
-    >>> dataset = BatchDataset('localhost:8000', 'replay', batch_size=256, drop_last=True)
-    >>> for batch in DataLoader(dataset, batch_size=None, num_workers=2):
+    >>> from resound.datasets.torch import BatchDataset  # doctest: +SKIP
+    >>> dataset = BatchDataset('localhost:8000', 'replay', 256, drop_last=True)  # doctest: +SKIP
+    >>> for batch in DataLoader(dataset, batch_size=None, num_workers=2):  # doctest: +SKIP
     ...     loss = learn(batch.data)                        # tensors [256, T, ...]
     ...     client.update_priorities('replay', (batch.info.key, new_priorities))
 
