@@ -143,7 +143,9 @@ class TestInProcess:
         finally:
             server.stop()
 
-    def test_a_worker_process_refuses_an_in_process_client(self) -> None:
+    # JAX, when loaded in this process by other test files, warns at every fork.
+    @pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")
+    def test_workers_refuse_an_in_process_client_and_fork(self) -> None:
         server, client = make_embedded()
         try:
             dataset = resound_torch.BatchDataset(client, "queue", 4)

@@ -30,8 +30,11 @@ client to the same server(s), made in the worker from the client's address
 (a gRPC channel does not survive ``fork``). The server must be reachable
 over gRPC: a resound-server, or a ``Server`` of the main process that
 listens. An in-process client of an embedded server (``Server(...,
-listen=False).in_process_client()``) works with ``num_workers=0`` only (a
-worker raises RuntimeError saying so). ``num_batches`` is the total over all
+listen=False).in_process_client()``) works with ``num_workers=0`` only
+(sending the dataset to a worker raises TypeError saying so). Workers must
+be started by 'forkserver' or 'spawn' (``data_loader`` does): gRPC does not
+survive ``fork()`` in a process that has used it, so a forked worker raises
+RuntimeError instead of crashing. ``num_batches`` is the total over all
 workers.
 
 Timeouts: ``timeout`` bounds each wait for the rate limiter; when a wait
@@ -155,16 +158,8 @@ def _worker_client(client: Client | str) -> Client:
     """A new gRPC client to the same server(s), for a worker process."""
     if isinstance(client, str):
         return Client(client, transport="grpc")
-    if client.server_address == "in-process":
-        raise RuntimeError(
-            "resound.datasets.torch.BatchDataset: a DataLoader worker process cannot use an "
-            "in-process client of an embedded server (Server(..., listen=False)); use "
-            "num_workers=0, or a server that listens (Server(tables) or resound-server) and "
-            "give the dataset its address"
-        )
     # The same address, failover and TLS settings (what pickling a Client
-    # keeps), always over gRPC: a server object in this (forked) process is
-    # a stale copy of the parent's.
+    # keeps), always over gRPC: the server is in another process.
     return Client(
         client.server_address, transport="grpc", failover=client._failover, tls=client._tls
     )
