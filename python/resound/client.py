@@ -332,10 +332,13 @@ class Client:
 
         ``info`` fields are numpy arrays of length ``batch_size``; each data
         leaf is ``[batch_size, time, ...]`` (``[batch_size, ...]`` for squeezed
-        columns), ready for ``torch.from_numpy`` or ``jnp.asarray``. Waits for
-        the rate limiter until the batch is full; ``timeout`` (seconds) bounds
-        the whole call: DeadlineExceededError if no sample arrived in time,
-        otherwise the samples taken so far (a smaller batch, never lost).
+        columns), every array 64-byte aligned: ``torch.from_numpy``,
+        ``jax.device_put`` and ``jax.dlpack.from_dlpack`` (on the CPU) share
+        its memory without a copy (``jnp.asarray`` of a numpy array copies
+        in current JAX). Waits for the rate limiter until the batch is full;
+        ``timeout`` (seconds) bounds the whole call: DeadlineExceededError if
+        no sample arrived in time, otherwise the samples taken so far (a
+        smaller batch, never lost).
         Items in one batch must have equal shapes and dtypes per column (ValueError).
         """
         batch_size = check_count(batch_size, "batch_size")
