@@ -149,3 +149,24 @@ def test_transform_runs_on_the_prefetch_thread_and_remainder_keeps_the_samples(
     # The transformed batches not consumed come back as sampled.
     assert remainder is not None and values(remainder) == list(range(10, 40))
     assert set(threads) == {"resound-batch-prefetch"}
+
+
+def test_drop_remainder_over_several_servers_loses_nothing() -> None:
+    # Two servers' queues behind one client: batches drawn from both are
+    # full, and batches + remainder hold every item of both once.
+    servers = [resound.Server([resound.Table.queue("q", 1000)]) for _ in range(2)]
+    try:
+        for offset, server in zip((0, 1000), servers, strict=True):
+            fill(resound.Client(f"127.0.0.1:{server.port}"), offset, 150)
+        client = resound.Client([f"127.0.0.1:{server.port}" for server in servers])
+        batches = client.sample_batches("q", 128, timeout=0.5, drop_remainder=True)
+        got, error = drain(batches)
+        assert isinstance(error, resound.DeadlineExceededError)
+        assert [len(batch) for batch in got] == [128, 128]
+        remainder = batches.remainder()
+        assert remainder is not None
+        seen = sorted([value for batch in got for value in batch] + values(remainder))
+        assert seen == [*range(150), *range(1000, 1150)]
+    finally:
+        for server in servers:
+            server.stop()
