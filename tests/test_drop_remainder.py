@@ -170,3 +170,17 @@ def test_drop_remainder_over_several_servers_loses_nothing() -> None:
     finally:
         for server in servers:
             server.stop()
+
+
+def test_a_transform_error_reaches_the_consumer_and_keeps_the_batch(serve: Any) -> None:
+    _, client = serve(resound.Table.queue("q", 1000))
+    fill(client, 0, 5)
+
+    def transform(batch: resound.ReplaySample) -> None:
+        raise ZeroDivisionError("in the transform")
+
+    batches = client.sample_batches("q", 5, transform=transform)
+    with pytest.raises(ZeroDivisionError, match="in the transform"):
+        next(batches)
+    remainder = batches.remainder()
+    assert remainder is not None and values(remainder) == list(range(5))

@@ -119,7 +119,7 @@ class BatchIterator:
         self._closed = threading.Event()
         self._finished = False
         self._unconsumed: list[ReplaySample] = []
-        # Produced, then closed before it was queued.
+        # Produced, and not queued (closed meanwhile, or the transform raised).
         self._unqueued: ReplaySample | None = None
         self._thread = threading.Thread(
             target=self._run, name="resound-batch-prefetch", daemon=True
@@ -135,11 +135,13 @@ class BatchIterator:
                 batch = self._produce(self._closed)
                 if batch is None:
                     return
-                # The host batch travels with what is yielded, for remainder().
-                ready = _Ready(batch, batch if self._transform is None else self._transform(batch))
-                if not self._put(ready):
-                    self._unqueued = batch
+                # The host batch travels with what is yielded, for remainder();
+                # a transform that raises leaves it there too.
+                self._unqueued = batch
+                output = batch if self._transform is None else self._transform(batch)
+                if not self._put(_Ready(batch, output)):
                     return
+                self._unqueued = None
                 produced += 1
             self._put(_DONE)
         except BaseException as error:  # noqa: BLE001 - handed to the consumer
