@@ -168,6 +168,16 @@ class TestDeviceIterator:
             assert priority == by_key.get(key, 1.0)  # 1.0: not in the batch, unchanged
         assert set(sampled.info.key.tolist()) & set(by_key)
 
+    def test_string_leaves_stay_numpy(self, make_client) -> None:
+        client = make_client()
+        for i in range(4):
+            client.insert({"n": np.int32(i), "s": np.array(b"x" * (i + 1))}, {"q": 1.0})
+        with DeviceIterator(client, "q", 4, num_batches=1) as batches:
+            (batch,) = list(batches)
+        numbers, strings = batch.data
+        assert isinstance(numbers, jax.Array) and np.asarray(numbers)[:, 0].tolist() == [0, 1, 2, 3]
+        assert isinstance(strings, np.ndarray) and strings[-1, 0] == b"xxxx"
+
     def test_device_and_sharding(self, make_client) -> None:
         client = make_client()
         fill(client, 0, 16)

@@ -118,6 +118,23 @@ class TestInProcess:
         finally:
             server.stop()
 
+    def test_string_columns_stay_numpy(self) -> None:
+        server, client = make_embedded()
+        try:
+            for i in range(3):
+                client.insert({"n": np.int32(i), "s": np.array(b"ab"[: i + 1])}, {"queue": 1.0})
+            dataset = resound_torch.BatchDataset(client, "queue", 3, num_batches=1)
+            (batch,) = list(torch.utils.data.DataLoader(dataset, batch_size=None))
+            numbers, strings = batch.data
+            assert isinstance(numbers, torch.Tensor) and numbers[:, 0].tolist() == [0, 1, 2]
+            assert isinstance(strings, np.ndarray) and strings[:, 0].tolist() == [
+                b"a",
+                b"ab",
+                b"ab",
+            ]
+        finally:
+            server.stop()
+
     def test_drop_last_keeps_batches_full_and_warns_of_what_it_drops(self, caplog) -> None:
         server, client = make_embedded()
         try:
