@@ -44,7 +44,8 @@ void RegisterMemory(py::module_& m) {
       R"doc(An uninitialised array (like numpy.empty) whose buffer comes from, and
 returns to, resound's pool of large buffers: reused buffers skip the page
 faults of fresh memory. For outputs of 256 KB and more; smaller ones are
-plain allocations.)doc");
+plain allocations. Every buffer starts on a 64-byte boundary (XLA's CPU
+client aliases such memory instead of copying it).)doc");
   m.def(
       "pool_info",
       [] {

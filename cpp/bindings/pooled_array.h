@@ -13,8 +13,9 @@ namespace resound::bindings {
 
 namespace py = pybind11;
 
-// An uninitialised, writable, C-contiguous array that owns its buffer: the
-// buffer returns to the pool when the array (and every view of it) is gone.
+// An uninitialised, writable, C-contiguous array that owns its buffer (64-byte
+// aligned): the buffer returns to the pool when the array (and every view of
+// it) is gone.
 py::array PooledArray(const py::dtype& dtype, const std::vector<py::ssize_t>& shape);
 
 }  // namespace resound::bindings

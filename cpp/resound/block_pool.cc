@@ -1,5 +1,6 @@
 #include "resound/block_pool.h"
 
+#include <new>
 #include <utility>
 
 namespace resound {
@@ -9,9 +10,9 @@ struct BlockPool::State {
 
   // Takes `buffer` back: cached if it fits under the limit (evicting the
   // smallest cached buffers to make room), freed otherwise.
-  void Return(std::unique_ptr<std::byte[]> buffer, size_t bytes) noexcept {
-    std::unique_ptr<std::byte[]> dropped;  // freed after the lock, not under it
-    std::multimap<size_t, std::unique_ptr<std::byte[]>> evicted;
+  void Return(AlignedBuffer buffer, size_t bytes) noexcept {
+    AlignedBuffer dropped;  // freed after the lock, not under it
+    std::multimap<size_t, AlignedBuffer> evicted;
     {
       std::lock_guard<std::mutex> lock(mu);
       if (bytes > max_cached_bytes) {
@@ -34,7 +35,7 @@ struct BlockPool::State {
 
   // A cached buffer of at least `bytes` and at most bytes * 4/3 bytes, or
   // {nullptr, 0}.
-  std::pair<std::unique_ptr<std::byte[]>, size_t> Take(size_t bytes) noexcept {
+  std::pair<AlignedBuffer, size_t> Take(size_t bytes) noexcept {
     std::lock_guard<std::mutex> lock(mu);
     auto found = free.lower_bound(bytes);
     if (found == free.end() || found->first - bytes > found->first / kMaxWasteDivisor) return {nullptr, 0};
@@ -46,9 +47,18 @@ struct BlockPool::State {
 
   const size_t max_cached_bytes;
   mutable std::mutex mu;
-  std::multimap<size_t, std::unique_ptr<std::byte[]>> free;  // by size
+  std::multimap<size_t, AlignedBuffer> free;  // by size
   size_t cached_bytes = 0;
 };
+
+void BlockPool::AlignedDelete::operator()(std::byte* data) const noexcept {
+  ::operator delete[](data, std::align_val_t{kAlignment});
+}
+
+BlockPool::AlignedBuffer BlockPool::AllocateAligned(size_t bytes) {
+  // The aligned form of operator new (C++17); AlignedDelete is its pair.
+  return AlignedBuffer(static_cast<std::byte*>(::operator new[](bytes, std::align_val_t{kAlignment})));
+}
 
 BlockPool::BlockPool(size_t max_cached_bytes)
     : max_cached_bytes_(max_cached_bytes), state_(std::make_shared<State>(max_cached_bytes)) {}
@@ -61,20 +71,19 @@ BlockPool& BlockPool::Shared() {
 
 std::shared_ptr<std::byte> BlockPool::Acquire(size_t bytes) {
   if (bytes < kMinPooledBytes) {
-    return std::shared_ptr<std::byte>(std::make_unique_for_overwrite<std::byte[]>(bytes == 0 ? 1 : bytes).release(),
-                                      std::default_delete<std::byte[]>());
+    return std::shared_ptr<std::byte>(AllocateAligned(bytes == 0 ? 1 : bytes).release(), AlignedDelete());
   }
   auto [buffer, size] = state_->Take(bytes);
   if (!buffer) {
     // Rounded up to 64 KB, so that requests that differ by a few bytes
     // (say a batch of one more small column) can share buffers.
     size = (bytes + 0xFFFF) & ~size_t{0xFFFF};
-    buffer = std::make_unique_for_overwrite<std::byte[]>(size);
+    buffer = AllocateAligned(size);
   }
   // The deleter takes the buffer back (also if the control block cannot be
   // allocated: shared_ptr then calls it before throwing).
   return std::shared_ptr<std::byte>(buffer.release(), [state = state_, size](std::byte* data) noexcept {
-    state->Return(std::unique_ptr<std::byte[]>(data), size);
+    state->Return(AlignedBuffer(data), size);
   });
 }
 

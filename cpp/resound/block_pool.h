@@ -11,6 +11,11 @@
 // The pool keeps at most `max_cached_bytes` of unused buffers; beyond that a
 // returned buffer is freed as usual. Buffers handed out are never shared:
 // one owner (and its copies of the handle) at a time. Thread-safe.
+//
+// Every buffer, pooled or not, starts on a kAlignment-byte boundary: XLA's
+// CPU client (jnp.asarray, jax.dlpack, jax.device_put) aliases host memory
+// only when it is 64-byte aligned and copies it otherwise, and malloc gives
+// 16.
 #ifndef RESOUND_BLOCK_POOL_H_
 #define RESOUND_BLOCK_POOL_H_
 
@@ -23,6 +28,8 @@ namespace resound {
 
 class BlockPool {
  public:
+  // Where every buffer starts (bytes): a cache line, and what XLA needs.
+  static constexpr size_t kAlignment = 64;
   // Requests below this many bytes are plain allocations: malloc recycles
   // small blocks itself, without page faults.
   static constexpr size_t kMinPooledBytes = 256 * 1024;
@@ -38,7 +45,8 @@ class BlockPool {
   // at most).
   static BlockPool& Shared();
 
-  // A buffer of at least `bytes` bytes (contents unspecified). It returns to
+  // A buffer of at least `bytes` bytes (contents unspecified), aligned to
+  // kAlignment bytes. It returns to
   // the pool when the last copy of the handle is destroyed, which may happen
   // on any thread and after the pool object itself is gone.
   std::shared_ptr<std::byte> Acquire(size_t bytes);
@@ -49,6 +57,12 @@ class BlockPool {
 
  private:
   struct State;
+  // Frees what AllocateAligned allocated.
+  struct AlignedDelete {
+    void operator()(std::byte* data) const noexcept;
+  };
+  using AlignedBuffer = std::unique_ptr<std::byte[], AlignedDelete>;
+  static AlignedBuffer AllocateAligned(size_t bytes);
 
   const size_t max_cached_bytes_;
   // Shared with the handles' deleters, so that buffers returned after the

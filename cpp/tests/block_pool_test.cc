@@ -3,6 +3,7 @@
 // never handed out twice, and buffers may outlive the pool. The last case
 // runs threads acquiring and releasing at once, for TSan.
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <set>
@@ -107,6 +108,20 @@ void ThreadsShareOnePool() {
   RESOUND_CHECK(pool.cached_bytes() <= 32 * kMB);
 }
 
+// Small (plain) and large (pooled, also when reused) buffers all start on a
+// 64-byte boundary, so that XLA aliases batch arrays instead of copying them.
+void EveryBufferIsAligned() {
+  BlockPool pool(64 * kMB);
+  const auto aligned = [](const std::shared_ptr<std::byte>& buffer) {
+    return reinterpret_cast<std::uintptr_t>(buffer.get()) % BlockPool::kAlignment == 0;
+  };
+  for (const size_t bytes : {size_t{0}, size_t{1}, size_t{24}, size_t{4097}, BlockPool::kMinPooledBytes + 8,
+                             3 * kMB + 16}) {
+    RESOUND_CHECK(aligned(pool.Acquire(bytes)));  // each returned to the pool at once
+    RESOUND_CHECK(aligned(pool.Acquire(bytes)));  // a reused one, for the pooled sizes
+  }
+}
+
 }  // namespace
 }  // namespace resound
 
@@ -117,5 +132,6 @@ int main() {
   resound::SmallRequestsAreNotCached();
   resound::BuffersMayOutliveThePool();
   resound::ThreadsShareOnePool();
+  resound::EveryBufferIsAligned();
   return 0;
 }

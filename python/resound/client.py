@@ -32,15 +32,15 @@ import functools
 import math
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from resound import _codec, _core, nest
+from resound import _batch_assembly, _codec, _core, nest
 from resound._checks import as_priority, check_count, check_timeout
 from resound._transport.targets import parse_target
-from resound.batch_iterator import BatchIterator
+from resound.batch_iterator import BatchFiller, BatchIterator
 from resound.errors import DeadlineExceededError
 from resound.legacy_writer import Writer, check_writer_arguments
 from resound.replay_sample import ReplaySample, SampleInfo
@@ -370,10 +370,13 @@ class Client:
 
         ``info`` fields are numpy arrays of length ``batch_size``; each data
         leaf is ``[batch_size, time, ...]`` (``[batch_size, ...]`` for squeezed
-        columns), ready for ``torch.from_numpy`` or ``jnp.asarray``. Waits for
-        the rate limiter until the batch is full; ``timeout`` (seconds) bounds
-        the whole call: DeadlineExceededError if no sample arrived in time,
-        otherwise the samples taken so far (a smaller batch, never lost).
+        columns), every array 64-byte aligned: ``torch.from_numpy``,
+        ``jax.device_put`` and ``jax.dlpack.from_dlpack`` (on the CPU) share
+        its memory without a copy (``jnp.asarray`` of a numpy array copies
+        in current JAX). Waits for the rate limiter until the batch is full;
+        ``timeout`` (seconds) bounds the whole call: DeadlineExceededError if
+        no sample arrived in time, otherwise the samples taken so far (a
+        smaller batch, never lost).
         Items in one batch must have equal shapes and dtypes per column (ValueError).
         """
         batch_size = check_count(batch_size, "batch_size")
@@ -381,7 +384,7 @@ class Client:
         take = self._taker(table)
         signature = self._signature(table) if unpack_as_table_signature else None
         deadline = None if timeout is None else time.monotonic() + timeout
-        return _batch_sample(take(batch_size, deadline, None), signature)
+        return _batch_assembly.batch_sample(take(batch_size, deadline, None), signature)
 
     def sample_batches(
         self,
@@ -391,12 +394,30 @@ class Client:
         num_batches: int | None = None,
         prefetch: int = 2,
         timeout: float | None = None,
+        drop_remainder: bool = False,
         unpack_as_table_signature: bool = False,
+        transform: Callable[[ReplaySample], Any] | None = None,
     ) -> BatchIterator:
         """An iterator of ``sample_batch`` results, prefetched on a thread.
 
         Yields ``num_batches`` batches (None: until closed). Close it (or use
-        it as a context manager) to stop the thread.
+        it as a context manager) to stop the thread. Every array of a batch
+        starts on a 64-byte boundary (JAX's CPU client aliases it).
+
+        ``timeout`` (seconds; None: forever) bounds each wait for the rate
+        limiter. A wait that brings no sample raises DeadlineExceededError
+        (the iterator ends there). One that brings some, but not a full batch:
+        without ``drop_remainder`` they are yielded as a smaller batch (so 300
+        queued items sampled 128 at a time give 128, 128, 44); with
+        ``drop_remainder=True`` they are kept and the next wait adds to them,
+        so every batch has exactly ``batch_size`` samples (fixed shapes for
+        ``jax.jit``) and no sample is thrown away: what is held when the
+        iterator ends, and batches prefetched but not consumed when it is
+        closed, are ``remainder()``.
+
+        ``transform`` is applied to each batch on the prefetch thread, and
+        what it returns is yielded (resound.datasets.jax puts batches on a
+        device there); ``remainder()`` still gives the batches as sampled.
 
         Example:
             >>> with client.sample_batches('replay', 256) as batches:  # doctest: +SKIP
@@ -408,15 +429,24 @@ class Client:
             num_batches = check_count(num_batches, "num_batches")
         prefetch = check_count(prefetch, "prefetch")
         timeout = check_timeout(timeout)
+        if not isinstance(drop_remainder, bool):
+            raise ValueError(f"drop_remainder must be True or False, got {drop_remainder!r}")
         take = self._taker(table)
         signature = self._signature(table) if unpack_as_table_signature else None
-
-        def produce(cancelled: threading.Event) -> ReplaySample | None:
-            deadline = None if timeout is None else time.monotonic() + timeout
-            parts = take(batch_size, deadline, cancelled)
-            return None if cancelled.is_set() else _batch_sample(parts, signature)
-
-        return BatchIterator(produce, num_batches=num_batches, prefetch=prefetch)
+        filler = BatchFiller(
+            take,
+            batch_size,
+            timeout=timeout,
+            drop_remainder=drop_remainder,
+            signature=signature,
+        )
+        return BatchIterator(
+            filler.produce,
+            num_batches=num_batches,
+            prefetch=prefetch,
+            held=filler.held,
+            transform=transform,
+        )
 
     # --- managing
 
@@ -577,7 +607,7 @@ def _sample_generator(
         for batch in take(min(remaining, _core.MAX_SAMPLES_PER_CALL), deadline, None):
             remaining -= len(batch)
             infos = _infos(batch)
-            stacked = _stack(batch)
+            stacked = _batch_assembly.stack_columns(batch)
             if stacked is not None:
                 stacked = _codec.strings_as_objects(stacked)
             decoded: dict[int, np.ndarray] = {}  # each chunk decoded once per batch
@@ -592,7 +622,7 @@ def _sample_generator(
                 if emit_timesteps:
                     yield _timesteps(info, columns, signature)
                 else:
-                    yield ReplaySample(info, _pack(signature, columns))
+                    yield ReplaySample(info, _batch_assembly.pack(signature, columns))
 
 
 def _take_flexible(
@@ -647,112 +677,15 @@ def _infos(batch: Any) -> list[SampleInfo]:
     ]
 
 
-def _stack(batch: Any) -> list[np.ndarray] | None:
-    """Every column stacked over the batch by the core, or None if some column
-    needs decoding item by item (compressed chunks, unequal lengths)."""
-    stack_columns = getattr(batch, "stack_columns", None)
-    if stack_columns is None:
-        return None
-    columns = stack_columns()
-    if any(column is None for column in columns):
-        return None
-    return columns
-
-
-def _pack(signature: Any, columns: list[np.ndarray]) -> Any:
-    if signature is None:
-        return columns
-    if len(nest.flatten(signature)) != len(columns):
-        raise ValueError(
-            f"the sample has {len(columns)} columns but the table signature has "
-            f"{len(nest.flatten(signature))}"
-        )
-    return nest.unflatten_as(signature, columns)
-
-
 def _timesteps(info: SampleInfo, columns: list[np.ndarray], signature: Any) -> list[ReplaySample]:
     lengths = {len(column) for column in columns}
     if len(lengths) != 1:
         raise ValueError("Can't split non timestep trajectory into timesteps.")
     (length,) = lengths
     return [
-        ReplaySample(info, _pack(signature, [column[t, ...] for column in columns]))
+        ReplaySample(info, _batch_assembly.pack(signature, [column[t, ...] for column in columns]))
         for t in range(length)
     ]
-
-
-def _batch_sample(parts: list[Any], signature: Any) -> ReplaySample:
-    columns: list[np.ndarray] | None = None
-    stacked = [_stack(part) for part in parts]
-    if all(s is not None for s in stacked):
-        try:
-            columns = (
-                stacked[0]
-                if len(stacked) == 1
-                else [_concatenate(c) for c in zip(*stacked, strict=False)]  # type: ignore[arg-type]
-            )
-        except ValueError:
-            columns = None
-    if columns is None:
-        columns = _stack_items(parts)
-    columns = _codec.strings_as_objects(columns)
-    info = SampleInfo(
-        *(
-            np.concatenate([getattr(part, field) for part in parts])
-            for field in ("keys", "probabilities", "table_sizes", "priorities", "times_sampled")
-        )
-    )
-    return ReplaySample(info, _pack(signature, columns))
-
-
-def _stack_items(parts: list[Any]) -> list[np.ndarray]:
-    cache: dict[int, np.ndarray] = {}
-    # Views of chunk rows: stacking below copies them once.
-    items = [
-        _codec.gather_item(s.trajectory, s.chunks, cache, copy=False)
-        for part in parts
-        for s in part
-    ]
-    widths = {len(columns) for columns in items}
-    if len(widths) != 1:
-        raise ValueError(
-            f"items in the batch have different numbers of columns ({sorted(widths)}); "
-            "sample them with Client.sample instead"
-        )
-    out = []
-    for index, column in enumerate(zip(*items, strict=False)):
-        shapes = {c.shape for c in column}
-        if len(shapes) != 1:
-            raise ValueError(
-                f"column {index} has different shapes across the batch ({sorted(shapes)}); "
-                "sample_batch needs equal shapes per column, use Client.sample instead"
-            )
-        dtypes = {_dtype_key(c.dtype) for c in column}
-        if len(dtypes) != 1:
-            raise ValueError(
-                f"column {index} has different dtypes across the batch ({sorted(dtypes)}); "
-                "sample_batch needs one dtype per column, use Client.sample instead"
-            )
-        if column[0].dtype.kind in "SU":
-            out.append(np.stack(column))  # widths may differ: numpy picks the widest
-        else:
-            # Into a buffer from the core's pool: a batch of large items is a
-            # large array, whose fresh pages would cost more than the copy.
-            stacked = _core.pooled_empty((len(column), *column[0].shape), column[0].dtype)
-            out.append(np.stack(column, out=stacked))
-    return out
-
-
-def _dtype_key(dtype: np.dtype) -> str:
-    # Strings of different widths stack fine; other dtypes must be equal (numpy
-    # would promote them silently, e.g. uint64 and int64 to float64).
-    return dtype.kind if dtype.kind in "SU" else dtype.str
-
-
-def _concatenate(arrays: Sequence[np.ndarray]) -> np.ndarray:
-    if len({_dtype_key(a.dtype) for a in arrays}) != 1:
-        raise ValueError("different dtypes")  # _stack_items reports it per column
-    return np.concatenate(arrays)
 
 
 def _client(

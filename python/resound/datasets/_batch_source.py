@@ -29,7 +29,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from resound import _codec, _core
-from resound.client import Client, _stack
+from resound._batch_assembly import stack_columns
+from resound.client import Client
 from resound.errors import DeadlineExceededError
 from resound.replay_sample import SampleInfo
 
@@ -299,7 +300,7 @@ def _request_starter(client: Client, table: str) -> tuple[Callable[..., Any], bo
 
 def _stacked_columns(parts: list[Any]) -> list[np.ndarray] | None:
     """Every column stacked over all parts by the core, or None."""
-    stacked = [_stack(part) for part in parts]
+    stacked = [stack_columns(part) for part in parts]
     if any(columns is None for columns in stacked):
         return None
     if len(stacked) == 1:
