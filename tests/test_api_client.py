@@ -294,6 +294,30 @@ def test_sample_emit_timesteps(client: resound.Client) -> None:
     assert whole.info.times_sampled == 2
 
 
+def test_sample_emit_timesteps_counts_a_squeezed_column_as_one_step(
+    client: resound.Client,
+) -> None:
+    # As in Reverb: a column given as one step without its time axis is one
+    # timestep long, and is emitted whole. (The queue gives items in order.)
+    with client.trajectory_writer(3) as writer:
+        for step in range(3):
+            writer.append({"x": np.full(3, step, np.float32), "y": step})
+        history = writer.history
+        # Only squeezed columns; then beside a one-step column; then beside three steps.
+        for y in (history["y"][-1], history["y"][-1:], history["y"][:]):
+            writer.create_item("queue", 1.0, {"x": history["x"][-1], "y": y})
+        writer.flush()
+
+    for _ in range(2):
+        (timesteps,) = client.sample("queue")
+        assert len(timesteps) == 1
+        x, y = timesteps[0].data
+        np.testing.assert_array_equal(x, np.full(3, 2, np.float32))  # whole, not its row 0
+        assert (y.shape, y) == ((), 2)
+    with pytest.raises(ValueError, match="Can't split non timestep trajectory"):
+        next(iter(client.sample("queue")))
+
+
 def test_sample_cannot_split_columns_of_different_lengths(client: resound.Client) -> None:
     with client.trajectory_writer(3) as writer:
         for step in range(3):

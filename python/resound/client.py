@@ -612,6 +612,7 @@ def _sample_generator(
                 stacked = _codec.strings_as_objects(stacked)
             decoded: dict[int, np.ndarray] = {}  # each chunk decoded once per batch
             for index, info in enumerate(infos):
+                item = None
                 if stacked is not None:
                     columns = [column[index, ...] for column in stacked]
                 else:
@@ -620,7 +621,9 @@ def _sample_generator(
                         _codec.gather_item(item.trajectory, item.chunks, decoded)
                     )
                 if emit_timesteps:
-                    yield _timesteps(info, columns, signature)
+                    item = batch[index] if item is None else item
+                    squeezed = [squeeze for _, squeeze in item.trajectory]
+                    yield _timesteps(info, columns, squeezed, signature)
                 else:
                     yield ReplaySample(info, _batch_assembly.pack(signature, columns))
 
@@ -677,13 +680,28 @@ def _infos(batch: Any) -> list[SampleInfo]:
     ]
 
 
-def _timesteps(info: SampleInfo, columns: list[np.ndarray], signature: Any) -> list[ReplaySample]:
-    lengths = {len(column) for column in columns}
+def _timesteps(
+    info: SampleInfo, columns: list[np.ndarray], squeezed: list[bool], signature: Any
+) -> list[ReplaySample]:
+    """One sample per timestep. A squeezed column (one step without its time
+    axis) counts as one step, as in Reverb, and is given whole."""
+    lengths = {
+        1 if squeeze else len(column) for column, squeeze in zip(columns, squeezed, strict=True)
+    }
     if len(lengths) != 1:
         raise ValueError("Can't split non timestep trajectory into timesteps.")
     (length,) = lengths
     return [
-        ReplaySample(info, _batch_assembly.pack(signature, [column[t, ...] for column in columns]))
+        ReplaySample(
+            info,
+            _batch_assembly.pack(
+                signature,
+                [
+                    column if squeeze else column[t, ...]
+                    for column, squeeze in zip(columns, squeezed, strict=True)
+                ],
+            ),
+        )
         for t in range(length)
     ]
 
