@@ -41,7 +41,7 @@ import numpy as np
 from resound import nest
 from resound.datasets._frameworks import import_tensorflow
 from resound.datasets.tf_client import not_converted
-from resound.structured_writer import ConditionProto, Config, StructuredWriter, validate_config
+from resound.structured_writer import ConditionProto, Config, StructuredWriter, validate_configs
 
 __all__ = ["PatternDataset", "pattern_dataset_with_info"]
 
@@ -280,14 +280,7 @@ def _build(
         )
     if not callable(is_end_of_episode):
         raise ValueError(f"is_end_of_episode must be callable, got {is_end_of_episode!r}")
-    configs = _with_buffer_length_conditions(list(configs))
-    if not configs:
-        raise ValueError("At least one config must be provided.")
-    for position, config in enumerate(configs):
-        try:
-            validate_config(config)
-        except ValueError as error:
-            raise ValueError(f"Invalid configuration at position {position}: {error}") from error
+    configs = validate_configs(_with_buffer_length_conditions(list(configs)))
 
     from resound.structured_writer import infer_signature
 

@@ -73,6 +73,7 @@ from resound.structured_writer._validation import (
     prepare_configs,
     required_keep_alive_refs,
     validate_config,
+    validate_configs,
 )
 from resound.structured_writer._writer import StructuredWriter
 
@@ -98,6 +99,7 @@ __all__ = [
     "td_error",
     "unpack_pattern",
     "validate_config",
+    "validate_configs",
 ]
 
 # The public classes print and pickle under this package's name.

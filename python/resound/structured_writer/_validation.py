@@ -183,6 +183,28 @@ def add_buffer_length_condition(config: Config) -> Config:
     return dataclasses.replace(config, flat=list(config.flat), conditions=conditions)
 
 
+def validate_configs(configs: Iterable[Config]) -> list[Config]:
+    """``configs`` as a list, each checked by :func:`validate_config`; raises
+    ``ValueError('Invalid configuration at position i: ...')`` for the first
+    invalid one, and ``ValueError`` if there is none at all.
+
+    Example:
+        >>> validate_configs([])
+        Traceback (most recent call last):
+        ...
+        ValueError: At least one config must be provided.
+    """
+    configs = list(configs)
+    if not configs:
+        raise ValueError("At least one config must be provided.")
+    for position, config in enumerate(configs):
+        try:
+            validate_config(config)
+        except ValueError as error:
+            raise ValueError(f"Invalid configuration at position {position}: {error}") from error
+    return configs
+
+
 def prepare_configs(configs: Iterable[Config]) -> list[Config]:
     """What ``Client.structured_writer`` does to configs before using them.
 

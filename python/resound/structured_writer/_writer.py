@@ -23,7 +23,7 @@ from resound.structured_writer._plans import (
     _td_value,
     _trunc_mod,
 )
-from resound.structured_writer._validation import _max_age, validate_config
+from resound.structured_writer._validation import _max_age, validate_configs
 from resound.trajectory_writer import TrajectoryColumn
 
 # The package's logger (one name for the whole structured writer).
@@ -61,16 +61,7 @@ class StructuredWriter:
         ``configs`` must be valid (see :func:`validate_config`); they are
         validated again here and ``ValueError`` is raised otherwise.
         """
-        configs = list(configs)
-        if not configs:
-            raise ValueError("At least one config must be provided.")
-        for position, config in enumerate(configs):
-            try:
-                validate_config(config)
-            except ValueError as error:
-                raise ValueError(
-                    f"Invalid configuration at position {position}: {error}"
-                ) from error
+        configs = validate_configs(configs)
         self._writer = writer
         self._configs = configs
         self._plans = [_Plan(config) for config in configs]
