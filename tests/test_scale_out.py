@@ -273,6 +273,39 @@ def test_a_killed_server_does_not_stop_the_others_and_rejoins_after_a_restart(cl
     assert not errors, errors
 
 
+def test_inserts_reach_a_restarted_server_again(cluster):
+    client = resound.Client(cluster.addresses)
+    inserted = 0
+
+    def insert() -> None:
+        nonlocal inserted
+        client.insert([np.float32(inserted)], priorities={"replay": 1.0}, timeout=SAFETY)
+        inserted += 1
+
+    for _ in range(6):
+        insert()
+    assert cluster.sizes("replay") == [2, 2, 2]
+    cluster.kill(1)
+    # The killed server's turn comes within three inserts: its insert moves
+    # to another server, and nothing is lost.
+    for _ in range(6):
+        insert()
+    alive = [cluster.direct(i).server_info()["replay"].current_size for i in (0, 2)]
+    assert sum(alive) == 10, alive
+
+    # Restarted (empty), it gets inserts again: they no longer follow the
+    # stream that moved away from it.
+    cluster.restart(1)
+    rejoined = cluster.direct(1)
+
+    def reaches_the_restarted_server() -> bool:
+        insert()
+        return rejoined.server_info()["replay"].current_size > 0
+
+    wait_until(reaches_the_restarted_server, "an insert reaching the restarted server")
+    assert sum(cluster.sizes("replay")) == 10 + inserted - 12
+
+
 def test_without_failover_a_writer_of_a_killed_server_raises(cluster):
     client = resound.Client(cluster.addresses, failover=False)
     writers = [client.trajectory_writer(1) for _ in range(3)]  # one per server

@@ -215,14 +215,40 @@ class RemoteTransport:
 
     def insert(self, table: str, requests: list[Any], timeout: float | None) -> int:
         """Inserts (key, priority, trajectory) triples and waits (at most
-        ``timeout`` seconds) until the server confirms them."""
+        ``timeout`` seconds) until the server confirms them.
+
+        With failover, the stream these calls share moves to another server
+        when this one goes away. The next call opens a new stream to this
+        server instead of following it, so that a restarted server gets its
+        share of the inserts again (a client of several servers sends each
+        insert to the servers in turn); the moved stream ends once the calls
+        using it are done."""
         with self._infos_lock:
-            if self._client_stream is None:
+            moved = self._client_stream
+            if moved is not None and moved.transport is self:
+                moved = None
+            if self._client_stream is None or moved is not None:
                 self._client_stream = InsertStream(self, None, self.failover)
             stream = self._client_stream
-        stream.submit(table, requests)
-        stream.wait(0, timeout, "Insert")
+            stream.callers += 1
+        if moved is not None:
+            self._release_client_stream(moved, acquired=False)
+        try:
+            stream.submit(table, requests)
+            stream.wait(0, timeout, "Insert")
+        finally:
+            self._release_client_stream(stream)
         return len(requests)
+
+    def _release_client_stream(self, stream: InsertStream, acquired: bool = True) -> None:
+        """A call of ``insert`` is done with ``stream`` (``acquired``); a
+        stream that is no longer this transport's ends with its last call."""
+        with self._infos_lock:
+            if acquired:
+                stream.callers -= 1
+            ended = stream is not self._client_stream and not stream.callers
+        if ended:
+            stream.close(wait=False)
 
     # --- reading
 
@@ -435,10 +461,19 @@ class InsertStream:
         self._error: BaseException | None = None
         self._closed = False
         self._generation = 0
+        # Calls of RemoteTransport.insert using the stream (under that
+        # transport's lock).
+        self.callers = 0
         self._receiver = threading.Thread(
             target=self._run, name="resound-insert-stream", daemon=True
         )
         self._receiver.start()
+
+    @property
+    def transport(self) -> RemoteTransport:
+        """The transport of the server the stream sends to (another one's
+        after a failover)."""
+        return self._transport
 
     @property
     def in_flight(self) -> int:
