@@ -1584,8 +1584,15 @@ def test_uncompressed_chunks_are_stored_as_is(serve):
 @pytest.mark.parametrize("compression", ["snappy", "gzip", None, "LZ4", ""])
 def test_unknown_compression_is_rejected(serve, compression):
     _, client = serve(queue())
+    streams_before = insert_stream_threads()
     with pytest.raises(ValueError, match="compression"):
         client.trajectory_writer(2, compression=compression)
+    # A refused writer opens no insert stream (whose thread would outlive it).
+    assert insert_stream_threads() == streams_before
+
+
+def insert_stream_threads() -> int:
+    return sum(thread.name == "resound-insert-stream" for thread in threading.enumerate())
 
 
 # --- data round trips

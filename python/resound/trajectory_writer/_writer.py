@@ -64,15 +64,16 @@ class TrajectoryWriter(_StepAppender, _SendQueue, _ItemChecks):
         compression: str = "none",
         delta_encoded: bool = False,
     ) -> None:
-        self._transport = transport
-        # Where items go: the transport itself in-process, an insert stream
-        # of this writer's own over gRPC (its failures become this writer's).
-        self._link = transport.open_insert_stream(_error_setter(weakref.ref(self)))
+        # Arguments first: a refused writer opens no insert stream.
         self._default_keep_alive = _check_positive(num_keep_alive_refs, "num_keep_alive_refs")
         self._default_chunk_length = _check_chunk_length(max_chunk_length, self._default_keep_alive)
         self._validate_items = bool(validate_items)
         self._compression = _codec.check_compression(compression)
         self._delta_encoded = bool(delta_encoded)
+        self._transport = transport
+        # Where items go: the transport itself in-process, an insert stream
+        # of this writer's own over gRPC (its failures become this writer's).
+        self._link = transport.open_insert_stream(_error_setter(weakref.ref(self)))
         self._random = _random_source()
         self._draw_key = functools.partial(self._random.getrandbits, 64)
         self._episode_id = self._draw_key()
