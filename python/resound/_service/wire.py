@@ -24,7 +24,14 @@ __all__ = [
     "packed_trajectories",
     "table_info_from_message",
     "table_info_message",
+    "to_array",
 ]
+
+
+def to_array(field: Any, dtype: Any) -> np.ndarray:
+    """A repeated field of a parsed message as a numpy array. Through a list:
+    numpy reads a list about twice as fast as protobuf's container."""
+    return np.array(list(field), dtype)
 
 
 def encode(message: Any, chunks: list[_core.Chunk]) -> bytes:
@@ -91,13 +98,13 @@ def add_chunks(
     holder.add(
         store,
         layouts,
-        np.array(batch.keys, np.uint64),
-        np.array(batch.layout_indices, np.uint32),
-        np.array(batch.num_steps, np.int64),
-        np.array(batch.episode_ids, np.uint64),
-        np.array(batch.start_steps, np.int64),
-        np.array(batch.end_steps, np.int64),
-        np.array(batch.data_sizes, np.int64),
+        to_array(batch.keys, np.uint64),
+        to_array(batch.layout_indices, np.uint32),
+        to_array(batch.num_steps, np.int64),
+        to_array(batch.episode_ids, np.uint64),
+        to_array(batch.start_steps, np.int64),
+        to_array(batch.end_steps, np.int64),
+        to_array(batch.data_sizes, np.int64),
         payloads,
     )
 
@@ -118,12 +125,12 @@ def packed_trajectories(message: Any) -> _core.PackedTrajectories:
     """The core's view of a Trajectories message (ValueError if its arrays
     do not add up)."""
     return _core.PackedTrajectories(
-        np.array(message.num_columns, np.uint32),
-        np.array(message.num_slices, np.uint32),
-        np.array(message.squeeze, np.bool_),
-        np.array(message.chunk_keys, np.uint64),
-        np.array(message.offsets, np.int64),
-        np.array(message.lengths, np.int64),
+        to_array(message.num_columns, np.uint32),
+        to_array(message.num_slices, np.uint32),
+        to_array(message.squeeze, np.bool_),
+        to_array(message.chunk_keys, np.uint64),
+        to_array(message.offsets, np.int64),
+        to_array(message.lengths, np.int64),
     )
 
 

@@ -710,11 +710,11 @@ class RemoteSampleBatch:
             wire.add_chunks(holder, store, response.chunks, payloads)
             items = response.items
             self._packed.append(wire.packed_trajectories(items.trajectories))
-            fields["keys"].append(np.array(items.keys, np.uint64))
-            fields["probabilities"].append(np.array(items.probabilities, np.float64))
-            fields["table_sizes"].append(np.array(items.table_sizes, np.int64))
-            fields["priorities"].append(np.array(items.priorities, np.float64))
-            fields["times_sampled"].append(np.array(items.times_sampled, np.int32))
+            fields["keys"].append(wire.to_array(items.keys, np.uint64))
+            fields["probabilities"].append(wire.to_array(items.probabilities, np.float64))
+            fields["table_sizes"].append(wire.to_array(items.table_sizes, np.int64))
+            fields["priorities"].append(wire.to_array(items.priorities, np.float64))
+            fields["times_sampled"].append(wire.to_array(items.times_sampled, np.int32))
         arrays = {
             name: np.concatenate(parts) if parts else np.empty(0, dtype)
             for (name, parts), dtype in zip(
