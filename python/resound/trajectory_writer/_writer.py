@@ -48,6 +48,10 @@ def _random_source() -> random.Random:
     return random.Random(os.urandom(16))
 
 
+# How long a collected writer waits for its send lock before it gives up on it.
+_FINALIZER_LOCK_SECONDS = 1.0
+
+
 class TrajectoryWriter(_StepAppender, _SendQueue, _ItemChecks):
     """Writes steps and creates items; see the module docstring.
 
@@ -323,11 +327,17 @@ class TrajectoryWriter(_StepAppender, _SendQueue, _ItemChecks):
         self._wake_sender()
         if sender is not None and wait_for_sender:
             sender.join()
-        with self._send_lock:
-            for item in self._pending:
-                for chunk in item.chunks:
-                    chunk.pins -= 1
-            self._pending.clear()
+        # From a finalizer, never wait for good on the send lock (a TSan run
+        # once hung here with no live holder): the pins only matter to a
+        # writer that lives on, and this one is being collected.
+        if self._send_lock.acquire(timeout=-1 if wait_for_sender else _FINALIZER_LOCK_SECONDS):
+            try:
+                for item in self._pending:
+                    for chunk in item.chunks:
+                        chunk.pins -= 1
+                self._pending.clear()
+            finally:
+                self._send_lock.release()
         if self._link is not self._transport:
             self._link.close(wait=wait_for_sender)
 
