@@ -26,7 +26,15 @@ import numpy as np
 from resound import _codec, _core, nest
 from resound.replay_sample import ReplaySample, SampleInfo
 
-__all__ = ["INFO_FIELDS", "batch_sample", "concatenate_batches", "count", "pack", "stack_columns"]
+__all__ = [
+    "INFO_FIELDS",
+    "batch_sample",
+    "concatenate_batches",
+    "count",
+    "pack",
+    "stack_columns",
+    "stack_parts",
+]
 
 # SampleInfo's fields as the core's (and the remote) sample batches name them.
 INFO_FIELDS = ("keys", "probabilities", "table_sizes", "priorities", "times_sampled")
@@ -62,19 +70,24 @@ def pack(signature: Any, columns: list[Any]) -> Any:
     return nest.unflatten_as(signature, columns)
 
 
+def stack_parts(parts: Sequence[Any]) -> list[np.ndarray] | None:
+    """Every column stacked by the core over all sample batches ``parts``
+    (concatenated into aligned buffers), or None if some column needs
+    decoding item by item or the parts' columns differ in dtype or shape."""
+    stacked = [stack_columns(part) for part in parts]
+    if any(columns is None for columns in stacked):
+        return None
+    if len(stacked) == 1:
+        return stacked[0]  # the core's own arrays: pooled, aligned
+    try:
+        return [_concatenate(c) for c in zip(*stacked, strict=True)]  # type: ignore[arg-type]
+    except ValueError:
+        return None
+
+
 def batch_sample(parts: Sequence[Any], signature: Any) -> ReplaySample:
     """One ``ReplaySample`` of stacked, aligned arrays from sample batches."""
-    columns: list[np.ndarray] | None = None
-    stacked = [stack_columns(part) for part in parts]
-    if all(s is not None for s in stacked):
-        try:
-            columns = (
-                stacked[0]  # the core's own arrays: pooled, aligned
-                if len(stacked) == 1
-                else [_concatenate(c) for c in zip(*stacked, strict=True)]  # type: ignore[arg-type]
-            )
-        except ValueError:
-            columns = None
+    columns = stack_parts(parts)
     if columns is None:
         columns = _stack_items(parts)
     columns = _codec.strings_as_objects(columns)  # Reverb's form: object arrays of bytes

@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from resound import _codec, _core
-from resound._batch_assembly import stack_columns
+from resound._batch_assembly import stack_parts
 from resound.client import Client
 from resound.errors import DeadlineExceededError
 from resound.replay_sample import SampleInfo
@@ -192,7 +192,7 @@ class ReplayBatchSource:
             np.concatenate([getattr(part, field) for part in parts]).astype(dtype, copy=False)
             for field, dtype in zip(_INFO_FIELDS, _INFO_DTYPES, strict=True)
         ]
-        columns = _stacked_columns(parts)
+        columns = stack_parts(parts)
         if columns is not None and self._fits(columns):
             return [self._rows(info, columns)]
         # Item by item: runs of consecutive items whose columns have equal shapes.
@@ -297,19 +297,6 @@ def _request_starter(client: Client, table: str) -> tuple[Callable[..., Any], bo
         return lambda: take(count, time.monotonic() + wait, None)
 
     return start_later, False
-
-
-def _stacked_columns(parts: list[Any]) -> list[np.ndarray] | None:
-    """Every column stacked over all parts by the core, or None."""
-    stacked = [stack_columns(part) for part in parts]
-    if any(columns is None for columns in stacked):
-        return None
-    if len(stacked) == 1:
-        return stacked[0]
-    try:
-        return [np.concatenate(column) for column in zip(*stacked, strict=True)]
-    except ValueError:
-        return None
 
 
 def _shapes(columns: list[np.ndarray]) -> tuple[Any, ...]:
