@@ -2,6 +2,10 @@
 
 #include <pybind11/stl.h>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -57,6 +61,24 @@ client aliases such memory instead of copying it).)doc");
         return info;
       },
       "The shared buffer pool's state: cached_bytes, num_cached, max_cached_bytes.");
+  m.def(
+      "keep_large_allocations_warm",
+      [](int mmap_threshold, int trim_threshold) {
+#if defined(__GLIBC__)
+        return mallopt(M_MMAP_THRESHOLD, mmap_threshold) == 1 && mallopt(M_TRIM_THRESHOLD, trim_threshold) == 1;
+#else
+        static_cast<void>(mmap_threshold);
+        static_cast<void>(trim_threshold);
+        return false;
+#endif
+      },
+      py::arg("mmap_threshold"), py::arg("trim_threshold"),
+      R"doc(Sets glibc malloc's M_MMAP_THRESHOLD and M_TRIM_THRESHOLD for the whole
+process; True if both were applied (False elsewhere than glibc). Blocks below
+mmap_threshold come from the heap instead of fresh mappings, and the heap
+keeps up to trim_threshold free bytes instead of returning them: messages of
+megabytes allocated and freed per call then reuse warm pages. glibc caps
+mmap_threshold at 32 MB on 64-bit hosts.)doc");
 }
 
 }  // namespace resound::bindings
