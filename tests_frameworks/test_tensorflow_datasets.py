@@ -431,3 +431,41 @@ def test_a_column_that_does_not_match_the_shapes_is_an_error(address):
     write_sequences(client, "prioritized", 2, length=2)
     with pytest.raises(tf.errors.InvalidArgumentError, match="does not match"):
         next(iter(trajectory_dataset(address)))  # items of 2 steps, shapes say 3
+
+
+# --- a script that ends with its iterators still running
+
+EXIT_SCRIPT = """
+import sys
+import tensorflow as tf
+import resound
+dataset = resound.TrajectoryDataset(
+    sys.argv[1], 'queue',
+    {'obs': tf.float32, 'last': tf.int64},
+    {'obs': tf.TensorShape([3, 3]), 'last': tf.TensorShape([])},
+    max_in_flight_samples_per_worker=8)
+if sys.argv[2] == 'batched':
+    dataset = dataset.batch(4)  # tf.data prefetches this one on a thread of its own
+iterator = dataset.as_numpy_iterator()
+for _ in range(2):
+    next(iterator)
+print('sampled', flush=True)
+"""
+
+
+@pytest.mark.parametrize("pipeline", ["batched", "plain"])
+def test_a_script_exits_while_its_iterator_is_fetching(address, pipeline):
+    # The iterator is alive at exit, and the queue ran dry: its next fetch
+    # (a tf.data prefetch thread's, once batched) waits for items. The
+    # process must still end, with status 0 (it used to hang, or abort with
+    # 'terminate called without an active exception').
+    write_sequences(resound.Client(address), "queue", 10)
+    result = subprocess.run(
+        [sys.executable, "-c", EXIT_SCRIPT, address, pipeline],
+        capture_output=True,
+        text=True,
+        timeout=SAFETY,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "sampled"
+    assert "terminate called" not in result.stderr

@@ -116,7 +116,14 @@ class ReplayBatchSource:
         while not self._pending:
             if self._finished:
                 raise StopIteration
-            value = self._queue.get()
+            try:
+                # In slices: a source closed while this waits (at interpreter
+                # exit, see tf.py) ends the wait instead of blocking forever.
+                value = self._queue.get(timeout=_WAIT_SLICE_SECONDS)
+            except queue.Empty:
+                if self._closed.is_set():
+                    self._finished = True
+                continue
             if value is _END:
                 self._finished = True
                 raise StopIteration
@@ -127,11 +134,16 @@ class ReplayBatchSource:
             self._pending.reverse()
         return self._pending.pop()
 
-    def close(self) -> None:
-        """Stops the fetch thread and waits for it (at most one wait slice). Idempotent."""
+    def close(self, timeout: float | None = None) -> None:
+        """Stops the fetch thread and waits for it: it ends within a wait
+        slice, or once a request under way is answered; ``timeout`` bounds
+        the wait (seconds; None: until it ended). Idempotent."""
         self._closed.set()
         self._finished = True
+        deadline = None if timeout is None else time.monotonic() + timeout
         while self._thread.is_alive():
+            if deadline is not None and time.monotonic() >= deadline:
+                return
             try:
                 self._queue.get_nowait()  # room for a put the thread may be blocked in
             except queue.Empty:

@@ -35,9 +35,11 @@ Example:
 
 from __future__ import annotations
 
+import atexit
 import functools
 import itertools
 import threading
+import time
 import types
 from collections.abc import Mapping
 from typing import Any
@@ -332,8 +334,13 @@ def _pack_replay_sample(tf: Any, structure: Any, flat: list[Any]) -> ReplaySampl
 
 # Every open source by id: the ids travel through the graph as int64.
 _SOURCES: dict[int, ReplayBatchSource] = {}
-_SOURCES_LOCK = threading.Lock()
 _SOURCE_IDS = itertools.count(1)
+# Sources whose next batch tf.data is fetching, with how many calls, and
+# those that ended (tf.data calls _close_source next). Changes are notified
+# on _SOURCES_CHANGED, whose lock guards all three.
+_CALLS: dict[int, int] = {}
+_ENDED: set[int] = set()
+_SOURCES_CHANGED = threading.Condition()
 
 
 def _open_source(options: _SourceOptions, address: bytes, table: bytes) -> np.ndarray:
@@ -349,24 +356,72 @@ def _open_source(options: _SourceOptions, address: bytes, table: bytes) -> np.nd
         timeout=options.timeout,
         in_order=options.in_order,
     )
-    with _SOURCES_LOCK:
+    with _SOURCES_CHANGED:
         source_id = next(_SOURCE_IDS)
         _SOURCES[source_id] = source
     return np.int64(source_id)
 
 
 def _next_batch(source_id: np.ndarray) -> list[np.ndarray]:
-    with _SOURCES_LOCK:
-        source = _SOURCES[int(source_id)]
-    return source.next_batch()
+    key = int(source_id)
+    with _SOURCES_CHANGED:
+        source = _SOURCES[key]
+        _CALLS[key] = _CALLS.get(key, 0) + 1
+        _SOURCES_CHANGED.notify_all()
+    try:
+        return source.next_batch()
+    except StopIteration:
+        with _SOURCES_CHANGED:
+            _ENDED.add(key)
+        raise
+    finally:
+        with _SOURCES_CHANGED:
+            _CALLS[key] -= 1
+            if not _CALLS[key]:
+                del _CALLS[key]
+            _SOURCES_CHANGED.notify_all()
 
 
 def _close_source(source_id: np.ndarray) -> np.ndarray:
-    with _SOURCES_LOCK:
-        source = _SOURCES.pop(int(source_id), None)
+    key = int(source_id)
+    with _SOURCES_CHANGED:
+        source = _SOURCES.pop(key, None)
+        _ENDED.discard(key)
+        _SOURCES_CHANGED.notify_all()
     if source is not None:
         source.close()
     return np.int64(0)
+
+
+def _close_open_sources() -> None:
+    """At interpreter exit (atexit), while threads still run: ends every open
+    source, then waits until tf.data is done calling into them.
+
+    A tf.data thread (a prefetch) that calls ``_next_batch`` or
+    ``_close_source`` once finalization has begun waits forever for the
+    interpreter, and the iterator's destructor, which waits for that thread,
+    then keeps the process from exiting (or TensorFlow aborts it). Once the
+    sources are closed, each such thread gets StopIteration at its next call
+    and closes the source; the wait ends when no call is under way, no ended
+    source is left unclosed, and no new call came for a grace period (a
+    thread between two calls makes the next within moments)."""
+    with _SOURCES_CHANGED:
+        sources = list(_SOURCES.values())
+    deadline = time.monotonic() + _CLOSE_AT_EXIT_SECONDS
+    for source in sources:
+        source.close(timeout=max(0.0, deadline - time.monotonic()))
+    with _SOURCES_CHANGED:
+        while (left := deadline - time.monotonic()) > 0:
+            if _CALLS or _ENDED & _SOURCES.keys():
+                _SOURCES_CHANGED.wait(left)
+            elif not _SOURCES_CHANGED.wait(min(left, _EXIT_GRACE_SECONDS)):
+                return
+
+
+# How long exit waits for the sources and tf.data's threads, in all.
+_CLOSE_AT_EXIT_SECONDS = 2.0
+_EXIT_GRACE_SECONDS = 0.05
+atexit.register(_close_open_sources)
 
 
 def _text(value: Any) -> str:
