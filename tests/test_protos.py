@@ -55,25 +55,19 @@ def test_messages_round_trip_payload_bytes_untouched():
     assert _proto.SERVICE == "resound.v1.Replay"
 
 
-def test_payloads_appended_to_a_message_read_back_in_place():
-    from resound import _core
+def test_chunk_payloads_are_read_back_in_place():
     from resound._service import wire
 
-    store = _core.ChunkStore()
-    payloads = [bytes([i]) * (100 + i) for i in range(3)]
-    chunks = [store.add(90 + i, p, "|u1", (), len(p)) for i, p in enumerate(payloads)]
-    message = _proto.SampleResponse(items=_proto.SampledItems(keys=[1, 2]))
-    wire.fill_chunks(message.chunks, chunks)
-    raw = wire.encode(message, chunks)
-    # What protobuf itself reads: the payloads in chunk_data, back to back.
-    assert _proto.SampleResponse.FromString(raw).chunk_data == b"".join(payloads)
-    decoded, view = wire.decode(_proto.SampleResponse, raw)
-    assert bytes(view) == b"".join(payloads) and decoded.chunk_data == b""
-    assert list(decoded.items.keys) == [1, 2] and list(decoded.chunks.keys) == [90, 91, 92]
+    payload = bytes(range(200))
+    message = _proto.InsertRequest(chunk_data=payload, release_chunk_keys=[4, 5])
+    decoded, view = wire.decode(_proto.InsertRequest, message.SerializeToString())
+    assert bytes(view) == payload and decoded.chunk_data == b""
+    assert list(decoded.release_chunk_keys) == [4, 5]
     # chunk_data anywhere in the message (as another encoder may put it).
-    other = _proto.SampleResponse(chunk_data=b"xyz", items=_proto.SampledItems(keys=[3]))
-    decoded, view = wire.decode(_proto.SampleResponse, other.SerializeToString())
-    assert bytes(view) == b"xyz" and list(decoded.items.keys) == [3]
+    field = _proto.InsertRequest(chunk_data=payload).SerializeToString()
+    rest = _proto.InsertRequest(release_chunk_keys=[4, 5]).SerializeToString()
+    decoded, view = wire.decode(_proto.InsertRequest, field + rest)
+    assert bytes(view) == payload and list(decoded.release_chunk_keys) == [4, 5]
 
 
 def test_malformed_messages_are_refused_by_decode():
@@ -81,9 +75,7 @@ def test_malformed_messages_are_refused_by_decode():
 
     from resound._service import wire
 
-    raw = _proto.SampleResponse(
-        chunk_data=b"x" * 50, items=_proto.SampledItems(keys=[3])
-    ).SerializeToString()
+    raw = _proto.InsertRequest(chunk_data=b"x" * 50, release_chunk_keys=[3]).SerializeToString()
     for bad in (raw[:-10], raw[:1], b"\xff" * 11, b"\x0b\x00"):  # cut, cut, bad varint, group
         with pytest.raises(ValueError):
-            wire.decode(_proto.SampleResponse, bad)
+            wire.decode(_proto.InsertRequest, bad)

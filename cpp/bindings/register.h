@@ -23,7 +23,6 @@ void RegisterMemory(py::module_& m);
 void RegisterCheckpoint(py::module_& m);
 
 // PackedTrajectories' six arrays as Python lists (register_wire.cc).
-py::list PackedTrajectoryLists(const PackedTrajectories& packed);
 
 // Raises the Python translation of `error` with `num_applied` attached as the
 // exception's `num_inserted` attribute (for batch inserts that stopped early).

@@ -25,6 +25,7 @@
 #include "resound/selectors/item_selector.h"
 #include "resound/chunk_holder.h"
 #include "resound/packed_trajectories.h"
+#include "resound/sample_response.h"
 #include "resound/table.h"
 
 namespace resound::bindings {
@@ -305,33 +306,27 @@ iteration) whose info fields are also available as numpy arrays.
       })
       .def_property_readonly("num_columns", &NumColumns, "Columns of the first sample (0 for an empty batch).")
       .def(
-          "pack",
+          "encode_response",
           [](const SampleBatch& b, size_t begin, size_t max_items, size_t max_bytes) {
-            if (begin >= b.samples.size()) throw InvalidArgumentError("pack: begin is past the last sample");
-            PackedTrajectories trajectories;
-            std::vector<std::shared_ptr<Chunk>> chunks;
-            std::unordered_set<uint64_t> seen;
-            size_t bytes = 0;
-            size_t end = begin;
-            for (; end < b.samples.size() && end - begin < std::max<size_t>(max_items, 1); ++end) {
-              const Item& item = *b.samples[end].item;
-              size_t new_bytes = 0;
-              for (const auto& chunk : item.chunks()) {
-                if (!seen.count(chunk->key())) new_bytes += chunk->data_size();
-              }
-              if (end > begin && bytes + new_bytes > max_bytes) break;
-              bytes += new_bytes;
-              trajectories.Append(item.trajectory());
-              for (const auto& chunk : item.chunks()) {
-                if (seen.insert(chunk->key()).second) chunks.push_back(Hold(chunk));
-              }
+            if (begin >= b.samples.size()) throw InvalidArgumentError("begin is past the last sample");
+            py::bytes out;
+            size_t end = 0;
+            {
+              // Without the GIL: the payloads are copied here, and other
+              // streams of the server go on meanwhile.
+              py::gil_scoped_release release;
+              end = WriteSampleResponse(b.samples, begin, max_items, max_bytes, [&out](size_t size) {
+                py::gil_scoped_acquire acquire;
+                out = py::bytes(nullptr, static_cast<py::ssize_t>(size));
+                return PyBytes_AS_STRING(out.ptr());
+              });
             }
-            return py::make_tuple(end, PackedTrajectoryLists(trajectories), std::move(chunks));
+            return py::make_tuple(end, std::move(out));
           },
           py::arg("begin"), py::arg("max_items"), py::arg("max_bytes"),
-          R"doc((end, trajectory lists (num_columns, num_slices, squeeze, chunk_keys, offsets, lengths), chunks) of samples
-[begin, end): as many as fit `max_items` and `max_bytes` of chunk payload (at
-least one), every chunk they use once.)doc")
+          R"doc((end, serialized SampleResponse) of samples [begin, end): as many as fit
+`max_items` and `max_bytes` of chunk payload (at least one), every chunk they
+use once.)doc")
       .def("stack_columns", &StackColumns, R"doc(
 One numpy array per column of the first sample: [batch, rows, *step_shape],
 or [batch, *step_shape] for a squeezed column, copied from the chunks without

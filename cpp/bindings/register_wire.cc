@@ -1,7 +1,8 @@
 // What the gRPC service needs from the core to carry many chunks and items per
-// message as flat arrays: resound._core.ChunkHolder, PackedTrajectories and
-// pack_chunks. Each call handles a whole message, so the per-item work of the
-// service runs here rather than in Python.
+// message as flat arrays: resound._core.ChunkHolder, PackedTrajectories,
+// InsertRequestEncoder and decode_sample_response. Each call handles a whole
+// message, so the per-item work of the service runs here rather than in
+// Python.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -20,7 +21,6 @@
 #include "conversions.h"
 #include "register.h"
 #include "resound/chunk.h"
-#include "resound/chunk_batch_fields.h"
 #include "resound/chunk_holder.h"
 #include "resound/chunk_store.h"
 #include "resound/errors.h"
@@ -28,6 +28,8 @@
 #include "resound/packed_trajectories.h"
 #include "resound/proto_reader.h"
 #include "resound/proto_writer.h"
+#include "resound/sample_response.h"
+#include "resound/wire_messages.h"
 
 namespace resound::bindings {
 namespace {
@@ -35,17 +37,18 @@ namespace {
 template <typename T>
 using Array = py::array_t<T, py::array::c_style | py::array::forcecast>;
 
+// A numpy array copied from `values`.
+template <typename T>
+py::array_t<T> NumpyOf(const std::vector<T>& values) {
+  py::array_t<T> out(static_cast<py::ssize_t>(values.size()));
+  if (!values.empty()) std::memcpy(out.mutable_data(), values.data(), values.size() * sizeof(T));
+  return out;
+}
+
 template <typename T>
 std::vector<T> ToVector(const Array<T>& array, const char* argument) {
   if (array.ndim() != 1) throw InvalidArgumentError(std::string(argument) + " must be one-dimensional");
   return std::vector<T>(array.data(), array.data() + array.size());
-}
-
-void CheckLength(const char* argument, size_t length, size_t expected) {
-  if (length != expected) {
-    throw InvalidArgumentError(std::string(argument) + " has " + std::to_string(length) + " entries; keys has " +
-                               std::to_string(expected));
-  }
 }
 
 // A layout as (dtype, shape, compression, delta_encoded): the metadata a
@@ -68,120 +71,45 @@ ChunkMetadata ParseLayout(py::handle layout, size_t index) {
   return metadata;
 }
 
-py::tuple LayoutOf(const Chunk& chunk) {
-  py::list shape;
-  for (const int64_t dim : chunk.step_shape()) shape.append(dim);
-  return py::make_tuple(chunk.dtype().str(), std::move(shape), CompressionName(chunk.compression()),
-                        chunk.delta_encoded());
-}
-
 void AddChunks(ChunkHolder& holder, ChunkStore& store, const py::sequence& layouts, const Array<uint64_t>& keys,
                const Array<uint32_t>& layout_indices, const Array<int64_t>& num_steps,
                const Array<uint64_t>& episode_ids, const Array<int64_t>& start_steps,
                const Array<int64_t>& end_steps, const Array<int64_t>& data_sizes, py::handle data) {
-  std::vector<ChunkMetadata> templates;
-  templates.reserve(layouts.size());
-  for (size_t i = 0; i < layouts.size(); ++i) templates.push_back(ParseLayout(layouts[i], i));
-  const size_t count = static_cast<size_t>(keys.size());
-  CheckLength("layout_indices", static_cast<size_t>(layout_indices.size()), count);
-  CheckLength("num_steps", static_cast<size_t>(num_steps.size()), count);
-  CheckLength("episode_ids", static_cast<size_t>(episode_ids.size()), count);
-  CheckLength("start_steps", static_cast<size_t>(start_steps.size()), count);
-  CheckLength("end_steps", static_cast<size_t>(end_steps.size()), count);
-  CheckLength("data_sizes", static_cast<size_t>(data_sizes.size()), count);
+  wire::ChunkBatchMessage batch;
+  batch.layouts.reserve(layouts.size());
+  for (size_t i = 0; i < layouts.size(); ++i) batch.layouts.push_back(ParseLayout(layouts[i], i));
+  batch.keys = ToVector(keys, "keys");
+  batch.layout_indices = ToVector(layout_indices, "layout_indices");
+  batch.num_steps = ToVector(num_steps, "num_steps");
+  batch.episode_ids = ToVector(episode_ids, "episode_ids");
+  batch.start_steps = ToVector(start_steps, "start_steps");
+  batch.end_steps = ToVector(end_steps, "end_steps");
+  batch.data_sizes = ToVector(data_sizes, "data_sizes");
   const BufferView payload(data);
-  // Every size is checked before any chunk is made, so that a bad batch adds
-  // nothing.
-  size_t total = 0;
-  for (size_t i = 0; i < count; ++i) {
-    const int64_t size = data_sizes.data()[i];
-    if (size < 0 || static_cast<uint64_t>(size) > payload.size() - total) {
-      throw InvalidArgumentError("chunk " + std::to_string(keys.data()[i]) +
-                                 " is invalid: data_sizes run past the end of data (" +
-                                 std::to_string(payload.size()) + " bytes)");
-    }
-    if (layout_indices.data()[i] >= templates.size()) {
-      throw InvalidArgumentError("chunk " + std::to_string(keys.data()[i]) + " is invalid: layout index " +
-                                 std::to_string(layout_indices.data()[i]) + " is not below the " +
-                                 std::to_string(templates.size()) + " layouts");
-    }
-    total += static_cast<size_t>(size);
-  }
-  if (total != payload.size()) {
-    throw InvalidArgumentError("data has " + std::to_string(payload.size()) + " bytes but data_sizes add up to " +
-                               std::to_string(total));
-  }
   std::vector<std::shared_ptr<const Chunk>> made;
-  made.reserve(count);
   {
     std::optional<py::gil_scoped_release> release;
     if (payload.size() > kKeepGilBelowBytes) release.emplace();
-    const auto* bytes = static_cast<const std::byte*>(payload.data());
-    size_t offset = 0;
-    for (size_t i = 0; i < count; ++i) {
-      ChunkMetadata metadata = templates[layout_indices.data()[i]];
-      metadata.key = keys.data()[i];
-      metadata.num_steps = num_steps.data()[i];
-      metadata.episode_id = episode_ids.data()[i];
-      metadata.start_step = start_steps.data()[i];
-      metadata.end_step = end_steps.data()[i];
-      const auto size = static_cast<size_t>(data_sizes.data()[i]);
-      try {
-        metadata.uncompressed_size = Chunk::RawSize(metadata);
-        made.push_back(store.Insert(metadata, {bytes + offset, size}));
-      } catch (const InvalidArgumentError& error) {
-        throw InvalidArgumentError("chunk " + std::to_string(metadata.key) + " is invalid: " + error.what());
-      }
-      offset += size;
-    }
+    made = wire::MakeChunks(batch, {static_cast<const std::byte*>(payload.data()), payload.size()}, store);
   }
   for (auto& chunk : made) holder.Hold(std::move(chunk));
 }
 
-// (layouts, keys, layout_indices, num_steps, episode_ids, start_steps,
-// end_steps, data_sizes) of `chunks` (their payloads go separately: see
-// AppendPayloads).
-py::tuple PackChunks(const std::vector<std::shared_ptr<Chunk>>& chunks) {
-  std::vector<const Chunk*> pointers;
-  pointers.reserve(chunks.size());
-  for (const auto& chunk : chunks) {
-    if (!chunk) throw InvalidArgumentError("chunks must not hold None");
-    pointers.push_back(chunk.get());
+// (packed trajectories, keys, priorities, times_sampled, probabilities,
+// table_sizes, rate_limited) of a serialized SampleResponse, its chunks added
+// to `store` and `holder`.
+py::tuple DecodeSampleResponse(py::handle message, ChunkStore& store, ChunkHolder& holder) {
+  const BufferView view(message);
+  SampleResponseItems items;
+  {
+    // The buffer is the caller's immutable bytes (BufferView holds it).
+    py::gil_scoped_release release;
+    items = ReadSampleResponse({static_cast<const uint8_t*>(view.data()), view.size()}, store, holder);
   }
-  const ChunkBatchFields fields = ChunkBatchFields::Of(pointers);
-  py::list layouts;
-  for (const Chunk* chunk : fields.layouts) layouts.append(LayoutOf(*chunk));
-  return py::make_tuple(std::move(layouts), fields.keys, fields.layout_indices, fields.num_steps,
-                        fields.episode_ids, fields.start_steps, fields.end_steps, fields.data_sizes);
-}
-
-// `head` (a serialized message) followed by bytes field `field_number` holding
-// the payloads of `chunks` back to back: a message whose payloads were copied
-// once, straight from the chunks into the result.
-py::bytes AppendPayloads(const py::bytes& head, uint32_t field_number, const std::vector<std::shared_ptr<Chunk>>& chunks) {
-  if (field_number == 0 || field_number >= (1u << 29)) throw InvalidArgumentError("field_number must be in [1, 2**29)");
-  size_t total = 0;
-  for (const auto& chunk : chunks) {
-    if (!chunk) throw InvalidArgumentError("chunks must not hold None");
-    total += chunk->data_size();
-  }
-  ProtoWriter prefix;
-  prefix.Tag(field_number, ProtoWriter::kLengthDelimited);
-  prefix.Varint(total);
-  const std::string_view head_bytes(PyBytes_AS_STRING(head.ptr()), static_cast<size_t>(PyBytes_GET_SIZE(head.ptr())));
-  py::bytes out(nullptr, static_cast<py::ssize_t>(head_bytes.size() + prefix.data().size() + total));
-  char* cursor = PyBytes_AS_STRING(out.ptr());
-  std::memcpy(cursor, head_bytes.data(), head_bytes.size());
-  cursor += head_bytes.size();
-  std::memcpy(cursor, prefix.data().data(), prefix.data().size());
-  cursor += prefix.data().size();
-  std::optional<py::gil_scoped_release> release;
-  if (total > kKeepGilBelowBytes) release.emplace();
-  for (const auto& chunk : chunks) {
-    std::memcpy(cursor, chunk->data(), chunk->data_size());
-    cursor += chunk->data_size();
-  }
-  return out;
+  auto packed = std::make_shared<PackedTrajectories>(std::move(items.trajectories));
+  return py::make_tuple(std::move(packed), NumpyOf(items.keys), NumpyOf(items.priorities),
+                        NumpyOf(items.times_sampled), NumpyOf(items.probabilities), NumpyOf(items.table_sizes),
+                        NumpyOf(items.rate_limited).attr("astype")("bool"));
 }
 
 // FindLengthDelimitedField of a Python buffer, as (field_start, field_end,
@@ -193,22 +121,7 @@ py::object FindBytesField(py::handle message, uint32_t field_number) {
   return py::make_tuple(found->field_start, found->field_end, found->value_start);
 }
 
-py::list ToLists(const PackedTrajectories& packed) {
-  py::list out;
-  out.append(py::cast(packed.num_columns()));
-  out.append(py::cast(packed.num_slices()));
-  py::list squeeze;
-  for (const uint8_t flag : packed.squeeze()) squeeze.append(py::bool_(flag != 0));
-  out.append(std::move(squeeze));
-  out.append(py::cast(packed.chunk_keys()));
-  out.append(py::cast(packed.offsets()));
-  out.append(py::cast(packed.lengths()));
-  return out;
-}
-
 }  // namespace
-
-py::list PackedTrajectoryLists(const PackedTrajectories& packed) { return ToLists(packed); }
 
 void RegisterWire(py::module_& m) {
   py::class_<ChunkHolder, std::shared_ptr<ChunkHolder>>(m, "ChunkHolder", R"doc(
@@ -338,11 +251,10 @@ InsertRequest messages by the thousand, held until the server confirms them
       .def_property_readonly("unconfirmed", &InsertRequestEncoder::unconfirmed)
       .def_property_readonly("in_flight_bytes", &InsertRequestEncoder::in_flight_bytes);
 
-  m.def("pack_chunks", &PackChunks, py::arg("chunks"),
-        "(layouts, keys, layout_indices, num_steps, episode_ids, start_steps, end_steps, data_sizes) of `chunks`, "
-        "as lists.");
-  m.def("append_payloads", &AppendPayloads, py::arg("head"), py::arg("field_number"), py::arg("chunks"),
-        "`head` (a serialized message) plus bytes field `field_number` holding the chunks' payloads back to back.");
+  m.def("decode_sample_response", &DecodeSampleResponse, py::arg("message"), py::arg("store"), py::arg("holder"),
+        "(PackedTrajectories, keys, priorities, times_sampled, probabilities, table_sizes, rate_limited) of a "
+        "serialized SampleResponse; its chunks are added to `store` and `holder`. ValueError names what is "
+        "malformed (nothing is held then).");
   m.def("find_bytes_field", &FindBytesField, py::arg("message"), py::arg("field_number"),
         "(field_start, field_end, value_start) of the last top-level length-delimited field `field_number` of a "
         "serialized message, or None. ValueError if the message is malformed.");

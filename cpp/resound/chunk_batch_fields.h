@@ -1,8 +1,7 @@
 // The fields of a ChunkBatch message (protos/resound/v1/replay.proto) for a
 // list of chunks: the distinct layouts (dtype, cell shape, encoding) and, per
-// chunk, its key, layout index, steps and payload size. Both ends of the wire
-// describe chunks this way: InsertRequestEncoder when it writes messages, the
-// bindings when Python builds sample responses.
+// chunk, its key, layout index, steps and payload size: what
+// wire::WriteChunkBatch writes for insert requests and sample responses.
 #ifndef RESOUND_CHUNK_BATCH_FIELDS_H_
 #define RESOUND_CHUNK_BATCH_FIELDS_H_
 

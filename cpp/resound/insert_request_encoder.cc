@@ -4,54 +4,11 @@
 #include <cstring>
 #include <utility>
 
-#include "resound/chunk_batch_fields.h"
 #include "resound/packed_trajectories.h"
 #include "resound/proto_writer.h"
+#include "resound/wire_messages.h"
 
 namespace resound {
-namespace {
-
-// Field numbers of protos/resound/v1/replay.proto.
-namespace insert_request {
-constexpr uint32_t kChunks = 1, kItems = 2, kReleaseChunkKeys = 3, kChunkData = 4;
-}
-namespace chunk_batch {
-constexpr uint32_t kLayouts = 1, kKeys = 2, kLayoutIndices = 3, kNumSteps = 4, kEpisodeIds = 5, kStartSteps = 6,
-                   kEndSteps = 7, kDataSizes = 8;
-}
-namespace chunk_layout {
-constexpr uint32_t kDtype = 1, kShape = 2, kCompression = 3, kDeltaEncoded = 4;
-}
-namespace item_batch {
-constexpr uint32_t kTables = 1, kTableIndices = 2, kKeys = 3, kPriorities = 4, kTrajectories = 5;
-}
-namespace trajectories {
-constexpr uint32_t kNumColumns = 1, kNumSlices = 2, kSqueeze = 3, kChunkKeys = 4, kOffsets = 5, kLengths = 6;
-}
-
-void WriteChunkBatch(ProtoWriter& out, const std::vector<const Chunk*>& chunks) {
-  const ChunkBatchFields fields = ChunkBatchFields::Of(chunks);
-  ProtoWriter batch;
-  for (const Chunk* chunk : fields.layouts) {
-    ProtoWriter layout;
-    layout.BytesField(chunk_layout::kDtype, chunk->dtype().str());
-    const auto shape = chunk->step_shape();
-    layout.PackedVarints(chunk_layout::kShape, std::vector<int64_t>(shape.begin(), shape.end()));
-    layout.BytesField(chunk_layout::kCompression, CompressionName(chunk->compression()));
-    if (chunk->delta_encoded()) layout.VarintField(chunk_layout::kDeltaEncoded, 1);
-    batch.MessageField(chunk_batch::kLayouts, layout);
-  }
-  batch.PackedVarints(chunk_batch::kKeys, fields.keys);
-  batch.PackedVarints(chunk_batch::kLayoutIndices, fields.layout_indices);
-  batch.PackedVarints(chunk_batch::kNumSteps, fields.num_steps);
-  batch.PackedVarints(chunk_batch::kEpisodeIds, fields.episode_ids);
-  batch.PackedVarints(chunk_batch::kStartSteps, fields.start_steps);
-  batch.PackedVarints(chunk_batch::kEndSteps, fields.end_steps);
-  batch.PackedVarints(chunk_batch::kDataSizes, fields.data_sizes);
-  out.MessageField(insert_request::kChunks, batch);
-}
-
-}  // namespace
 
 InsertRequestEncoder::InsertRequestEncoder(std::shared_ptr<const ChunkStore> store) : store_(std::move(store)) {}
 
@@ -111,26 +68,19 @@ void InsertRequestEncoder::TakeMessage(size_t max_items, size_t max_bytes,
   for (const uint64_t key : released) sent_.erase(key);
 
   ProtoWriter message;
-  if (!new_chunks.empty()) WriteChunkBatch(message, new_chunks);
+  if (!new_chunks.empty()) wire::WriteChunkBatch(message, wire::insert_request::kChunks, new_chunks);
   if (!keys.empty()) {
     ProtoWriter items;
-    for (const std::string& name : tables_) items.BytesField(item_batch::kTables, name);
-    items.PackedVarints(item_batch::kTableIndices, table_indices);
-    items.PackedVarints(item_batch::kKeys, keys);
-    items.PackedDoubles(item_batch::kPriorities, priorities);
-    ProtoWriter columns;
-    columns.PackedVarints(trajectories::kNumColumns, packed.num_columns());
-    columns.PackedVarints(trajectories::kNumSlices, packed.num_slices());
-    columns.PackedVarints(trajectories::kSqueeze, packed.squeeze());
-    columns.PackedVarints(trajectories::kChunkKeys, packed.chunk_keys());
-    columns.PackedVarints(trajectories::kOffsets, packed.offsets());
-    columns.PackedVarints(trajectories::kLengths, packed.lengths());
-    items.MessageField(item_batch::kTrajectories, columns);
-    message.MessageField(insert_request::kItems, items);
+    for (const std::string& name : tables_) items.BytesField(wire::item_batch::kTables, name);
+    items.PackedVarints(wire::item_batch::kTableIndices, table_indices);
+    items.PackedVarints(wire::item_batch::kKeys, keys);
+    items.PackedDoubles(wire::item_batch::kPriorities, priorities);
+    wire::WriteTrajectories(items, wire::item_batch::kTrajectories, packed);
+    message.MessageField(wire::insert_request::kItems, items);
   }
-  message.PackedVarints(insert_request::kReleaseChunkKeys, released);
+  message.PackedVarints(wire::insert_request::kReleaseChunkKeys, released);
   if (!new_chunks.empty()) {
-    message.Tag(insert_request::kChunkData, ProtoWriter::kLengthDelimited);
+    message.Tag(wire::insert_request::kChunkData, ProtoWriter::kLengthDelimited);
     message.Varint(new_bytes);
   }
   // The payloads last, copied once, straight from the chunks.

@@ -101,7 +101,7 @@ class ReplayServicer:
                 "Sample": grpc.unary_stream_rpc_method_handler(
                     self._guard_stream(self.sample),
                     request_deserializer=_parser(P.SampleRequest),
-                    # Bytes out: wire.encode copies chunk payloads once.
+                    # Bytes out: the core writes each response whole (sample_response.h).
                     response_serializer=None,
                 ),
                 "MutatePriorities": grpc.unary_unary_rpc_method_handler(
@@ -406,29 +406,11 @@ def _item_batch(items: Any, count: int) -> tuple[np.ndarray, Any, list[tuple[str
     return priorities, trajectories, runs
 
 
-def _sample_responses(batch: Any, limit: int) -> Iterator[Any]:
-    """Responses of at most ``limit`` items and about _RESPONSE_BYTES of
-    chunks each, every chunk an item uses sent once per response."""
-    info = [
-        batch.keys.tolist(),
-        batch.priorities.tolist(),
-        batch.times_sampled.tolist(),
-        batch.probabilities.tolist(),
-        batch.table_sizes.tolist(),
-        batch.rate_limited.tolist(),
-    ]
+def _sample_responses(batch: Any, limit: int) -> Iterator[bytes]:
+    """Serialized responses of at most ``limit`` items and about
+    _RESPONSE_BYTES of chunks each, every chunk an item uses sent once per
+    response (written by the core: one copy of the payloads)."""
     begin = 0
     while begin < len(batch):
-        end, trajectories, chunks = batch.pack(begin, limit, _RESPONSE_BYTES)
-        response = _proto.SampleResponse()
-        wire.fill_chunks(response.chunks, chunks)
-        items = response.items
-        items.keys.extend(info[0][begin:end])
-        items.priorities.extend(info[1][begin:end])
-        items.times_sampled.extend(info[2][begin:end])
-        items.probabilities.extend(info[3][begin:end])
-        items.table_sizes.extend(info[4][begin:end])
-        items.rate_limited.extend(info[5][begin:end])
-        wire.fill_trajectories(items.trajectories, trajectories)
-        yield wire.encode(response, chunks)
-        begin = end
+        begin, response = batch.encode_response(begin, limit, _RESPONSE_BYTES)
+        yield response

@@ -2,8 +2,10 @@
 both ends of the wire.
 
 Chunks and items travel as parallel arrays (see protos/): the core packs and
-unpacks a whole message per call. Payload bytes are copied into and out of
-messages as they are; nothing here decodes them.
+unpacks a whole message per call. Sample responses are written and read by
+the core alone (``SampleBatch.encode_response``, ``decode_sample_response``);
+insert requests are written by the core and read here, their chunk payloads in
+place.
 """
 
 from __future__ import annotations
@@ -18,9 +20,6 @@ from resound.table_info import TableInfo
 __all__ = [
     "add_chunks",
     "decode",
-    "encode",
-    "fill_chunks",
-    "fill_trajectories",
     "packed_trajectories",
     "table_info_from_message",
     "table_info_message",
@@ -32,16 +31,6 @@ def to_array(field: Any, dtype: Any) -> np.ndarray:
     """A repeated field of a parsed message as a numpy array. Through a list:
     numpy reads a list about twice as fast as protobuf's container."""
     return np.array(list(field), dtype)
-
-
-def encode(message: Any, chunks: list[_core.Chunk]) -> bytes:
-    """``message`` serialized, with the payloads of ``chunks`` in its
-    ``chunk_data`` field: copied once, from the chunks into the result."""
-    head = message.SerializeToString()
-    if not chunks:
-        return head
-    number = message.DESCRIPTOR.fields_by_name["chunk_data"].number
-    return _core.append_payloads(head, number, chunks)
 
 
 def decode(message_class: Any, raw: bytes) -> tuple[Any, memoryview]:
@@ -63,24 +52,6 @@ def _parse(message_class: Any, data: Any) -> Any:
         return message_class.FromString(data)
     except Exception as error:  # noqa: BLE001 - protobuf's DecodeError and kin
         raise ValueError(f"malformed {message_class.DESCRIPTOR.name}: {error}") from None
-
-
-def fill_chunks(batch: Any, chunks: list[_core.Chunk]) -> None:
-    """Sets a ChunkBatch message to describe ``chunks`` (one core call packs
-    them all; their payloads go in with :func:`encode`)."""
-    layouts, keys, layout_indices, num_steps, episode_ids, starts, ends, sizes = _core.pack_chunks(
-        chunks
-    )
-    add_layout = batch.layouts.add
-    for dtype, shape, compression, delta_encoded in layouts:
-        add_layout(dtype=dtype, shape=shape, compression=compression, delta_encoded=delta_encoded)
-    batch.keys.extend(keys)
-    batch.layout_indices.extend(layout_indices)
-    batch.num_steps.extend(num_steps)
-    batch.episode_ids.extend(episode_ids)
-    batch.start_steps.extend(starts)
-    batch.end_steps.extend(ends)
-    batch.data_sizes.extend(sizes)
 
 
 def add_chunks(
@@ -107,18 +78,6 @@ def add_chunks(
         to_array(batch.data_sizes, np.int64),
         payloads,
     )
-
-
-def fill_trajectories(message: Any, lists: list[list[Any]]) -> None:
-    """Sets a Trajectories message from the lists ``SampleBatch.pack``
-    returns."""
-    num_columns, num_slices, squeeze, chunk_keys, offsets, lengths = lists
-    message.num_columns.extend(num_columns)
-    message.num_slices.extend(num_slices)
-    message.squeeze.extend(squeeze)
-    message.chunk_keys.extend(chunk_keys)
-    message.offsets.extend(offsets)
-    message.lengths.extend(lengths)
 
 
 def packed_trajectories(message: Any) -> _core.PackedTrajectories:

@@ -135,8 +135,8 @@ class RemoteTransport:
 
         def method(name: str, kind: str, request: Any, response: Any) -> Any:
             # None: the message travels as the bytes given or received
-            # (messages with chunk payloads are encoded and decoded by
-            # wire.encode / wire.decode, which copy payloads once or never).
+            # (messages with chunk payloads are written and read by the
+            # core, which copies payloads once or never).
             return getattr(self._channel, kind)(
                 f"/{P.SERVICE}/{name}",
                 request_serializer=request and request.SerializeToString,
@@ -698,34 +698,23 @@ class RemoteSampleBatch:
         self._store, self._holder = store, holder
         self._packed: list[_core.PackedTrajectories] = []
         self._unpacked: list[_RemoteSample] | None = None
-        fields: dict[str, list[np.ndarray]] = {
-            "keys": [],
-            "probabilities": [],
-            "table_sizes": [],
-            "priorities": [],
-            "times_sampled": [],
-        }
+        parts: list[tuple[Any, ...]] = []
         for raw in responses:
-            response, payloads = wire.decode(_proto.SampleResponse, raw)
-            wire.add_chunks(holder, store, response.chunks, payloads)
-            items = response.items
-            self._packed.append(wire.packed_trajectories(items.trajectories))
-            fields["keys"].append(wire.to_array(items.keys, np.uint64))
-            fields["probabilities"].append(wire.to_array(items.probabilities, np.float64))
-            fields["table_sizes"].append(wire.to_array(items.table_sizes, np.int64))
-            fields["priorities"].append(wire.to_array(items.priorities, np.float64))
-            fields["times_sampled"].append(wire.to_array(items.times_sampled, np.int32))
-        arrays = {
-            name: np.concatenate(parts) if parts else np.empty(0, dtype)
-            for (name, parts), dtype in zip(
-                fields.items(), (np.uint64, np.float64, np.int64, np.float64, np.int32), strict=True
-            )
-        }
-        self.keys = arrays["keys"]
-        self.probabilities = arrays["probabilities"]
-        self.table_sizes = arrays["table_sizes"]
-        self.priorities = arrays["priorities"]
-        self.times_sampled = arrays["times_sampled"]
+            try:
+                decoded = _core.decode_sample_response(raw, store, holder)
+            except ValueError as error:
+                raise ValueError(f"malformed response from the server: {error}") from None
+            self._packed.append(decoded[0])
+            parts.append(decoded[1:])
+        # keys, priorities, times_sampled, probabilities, table_sizes.
+        dtypes = (np.uint64, np.float64, np.int32, np.float64, np.int64)
+        arrays = [
+            np.concatenate([part[i] for part in parts]) if parts else np.empty(0, dtype)
+            for i, dtype in enumerate(dtypes)
+        ]
+        self.keys, self.priorities, self.times_sampled, self.probabilities, self.table_sizes = (
+            arrays
+        )
 
     @property
     def _items(self) -> list[_RemoteSample]:

@@ -1,0 +1,207 @@
+#include "resound/wire_messages.h"
+
+#include <string>
+#include <utility>
+
+#include "resound/chunk_batch_fields.h"
+#include "resound/errors.h"
+
+namespace resound::wire {
+namespace {
+
+ChunkMetadata ReadLayout(ProtoReader reader) {
+  ChunkMetadata layout;
+  std::string dtype, compression;  // proto3: an absent string is empty
+  while (reader.Next()) {
+    switch (reader.field()) {
+      case chunk_layout::kDtype:
+        dtype = reader.string();
+        break;
+      case chunk_layout::kShape:
+        reader.AppendVarints(layout.step_shape);
+        break;
+      case chunk_layout::kCompression:
+        compression = reader.string();
+        break;
+      case chunk_layout::kDeltaEncoded:
+        layout.delta_encoded = reader.varint() != 0;
+        break;
+      default:
+        break;  // unknown fields are skipped, as protobuf does
+    }
+  }
+  try {
+    layout.dtype = DType::Parse(dtype);
+    layout.compression = ParseCompression(compression.empty() ? "none" : compression);
+  } catch (const InvalidArgumentError& error) {
+    throw InvalidArgumentError(reader.what() + ": " + error.what());
+  }
+  return layout;
+}
+
+}  // namespace
+
+void WriteChunkBatch(ProtoWriter& out, uint32_t field, const std::vector<const Chunk*>& chunks) {
+  const ChunkBatchFields fields = ChunkBatchFields::Of(chunks);
+  ProtoWriter batch;
+  for (const Chunk* chunk : fields.layouts) {
+    ProtoWriter layout;
+    layout.BytesField(chunk_layout::kDtype, chunk->dtype().str());
+    const auto shape = chunk->step_shape();
+    layout.PackedVarints(chunk_layout::kShape, std::vector<int64_t>(shape.begin(), shape.end()));
+    layout.BytesField(chunk_layout::kCompression, CompressionName(chunk->compression()));
+    if (chunk->delta_encoded()) layout.VarintField(chunk_layout::kDeltaEncoded, 1);
+    batch.MessageField(chunk_batch::kLayouts, layout);
+  }
+  batch.PackedVarints(chunk_batch::kKeys, fields.keys);
+  batch.PackedVarints(chunk_batch::kLayoutIndices, fields.layout_indices);
+  batch.PackedVarints(chunk_batch::kNumSteps, fields.num_steps);
+  batch.PackedVarints(chunk_batch::kEpisodeIds, fields.episode_ids);
+  batch.PackedVarints(chunk_batch::kStartSteps, fields.start_steps);
+  batch.PackedVarints(chunk_batch::kEndSteps, fields.end_steps);
+  batch.PackedVarints(chunk_batch::kDataSizes, fields.data_sizes);
+  out.MessageField(field, batch);
+}
+
+void WriteTrajectories(ProtoWriter& out, uint32_t field, const PackedTrajectories& packed) {
+  ProtoWriter columns;
+  columns.PackedVarints(trajectories::kNumColumns, packed.num_columns());
+  columns.PackedVarints(trajectories::kNumSlices, packed.num_slices());
+  columns.PackedVarints(trajectories::kSqueeze, packed.squeeze());
+  columns.PackedVarints(trajectories::kChunkKeys, packed.chunk_keys());
+  columns.PackedVarints(trajectories::kOffsets, packed.offsets());
+  columns.PackedVarints(trajectories::kLengths, packed.lengths());
+  out.MessageField(field, columns);
+}
+
+ChunkBatchMessage ReadChunkBatch(ProtoReader reader) {
+  ChunkBatchMessage batch;
+  while (reader.Next()) {
+    switch (reader.field()) {
+      case chunk_batch::kLayouts:
+        batch.layouts.push_back(ReadLayout(reader.Nested("layouts")));
+        break;
+      case chunk_batch::kKeys:
+        reader.AppendVarints(batch.keys);
+        break;
+      case chunk_batch::kLayoutIndices:
+        reader.AppendVarints(batch.layout_indices);
+        break;
+      case chunk_batch::kNumSteps:
+        reader.AppendVarints(batch.num_steps);
+        break;
+      case chunk_batch::kEpisodeIds:
+        reader.AppendVarints(batch.episode_ids);
+        break;
+      case chunk_batch::kStartSteps:
+        reader.AppendVarints(batch.start_steps);
+        break;
+      case chunk_batch::kEndSteps:
+        reader.AppendVarints(batch.end_steps);
+        break;
+      case chunk_batch::kDataSizes:
+        reader.AppendVarints(batch.data_sizes);
+        break;
+      default:
+        break;
+    }
+  }
+  return batch;
+}
+
+PackedTrajectories ReadTrajectories(ProtoReader reader) {
+  std::vector<uint32_t> num_columns, num_slices;
+  std::vector<uint8_t> squeeze;
+  std::vector<uint64_t> chunk_keys;
+  std::vector<int64_t> offsets, lengths;
+  while (reader.Next()) {
+    switch (reader.field()) {
+      case trajectories::kNumColumns:
+        reader.AppendVarints(num_columns);
+        break;
+      case trajectories::kNumSlices:
+        reader.AppendVarints(num_slices);
+        break;
+      case trajectories::kSqueeze:
+        reader.AppendVarints(squeeze);
+        break;
+      case trajectories::kChunkKeys:
+        reader.AppendVarints(chunk_keys);
+        break;
+      case trajectories::kOffsets:
+        reader.AppendVarints(offsets);
+        break;
+      case trajectories::kLengths:
+        reader.AppendVarints(lengths);
+        break;
+      default:
+        break;
+    }
+  }
+  try {
+    return PackedTrajectories(std::move(num_columns), std::move(num_slices), std::move(squeeze),
+                              std::move(chunk_keys), std::move(offsets), std::move(lengths));
+  } catch (const InvalidArgumentError& error) {
+    throw InvalidArgumentError(reader.what() + ": " + error.what());
+  }
+}
+
+std::vector<std::shared_ptr<const Chunk>> MakeChunks(const ChunkBatchMessage& batch,
+                                                     std::span<const std::byte> payloads, ChunkStore& store) {
+  const size_t count = batch.keys.size();
+  const auto check_length = [count](const char* name, size_t length) {
+    if (length != count) {
+      throw InvalidArgumentError(std::string(name) + " has " + std::to_string(length) + " entries; keys has " +
+                                 std::to_string(count));
+    }
+  };
+  check_length("layout_indices", batch.layout_indices.size());
+  check_length("num_steps", batch.num_steps.size());
+  check_length("episode_ids", batch.episode_ids.size());
+  check_length("start_steps", batch.start_steps.size());
+  check_length("end_steps", batch.end_steps.size());
+  check_length("data_sizes", batch.data_sizes.size());
+  // Every size is checked before any chunk is made: a bad batch makes
+  // nothing.
+  size_t total = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const int64_t size = batch.data_sizes[i];
+    if (size < 0 || static_cast<uint64_t>(size) > payloads.size() - total) {
+      throw InvalidArgumentError("chunk " + std::to_string(batch.keys[i]) +
+                                 " is invalid: data_sizes run past the end of data (" +
+                                 std::to_string(payloads.size()) + " bytes)");
+    }
+    if (batch.layout_indices[i] >= batch.layouts.size()) {
+      throw InvalidArgumentError("chunk " + std::to_string(batch.keys[i]) + " is invalid: layout index " +
+                                 std::to_string(batch.layout_indices[i]) + " is not below the " +
+                                 std::to_string(batch.layouts.size()) + " layouts");
+    }
+    total += static_cast<size_t>(size);
+  }
+  if (total != payloads.size()) {
+    throw InvalidArgumentError("data has " + std::to_string(payloads.size()) + " bytes but data_sizes add up to " +
+                               std::to_string(total));
+  }
+  std::vector<std::shared_ptr<const Chunk>> made;
+  made.reserve(count);
+  size_t offset = 0;
+  for (size_t i = 0; i < count; ++i) {
+    ChunkMetadata metadata = batch.layouts[batch.layout_indices[i]];
+    metadata.key = batch.keys[i];
+    metadata.num_steps = batch.num_steps[i];
+    metadata.episode_id = batch.episode_ids[i];
+    metadata.start_step = batch.start_steps[i];
+    metadata.end_step = batch.end_steps[i];
+    const auto size = static_cast<size_t>(batch.data_sizes[i]);
+    try {
+      metadata.uncompressed_size = Chunk::RawSize(metadata);
+      made.push_back(store.Insert(metadata, payloads.subspan(offset, size)));
+    } catch (const InvalidArgumentError& error) {
+      throw InvalidArgumentError("chunk " + std::to_string(metadata.key) + " is invalid: " + error.what());
+    }
+    offset += size;
+  }
+  return made;
+}
+
+}  // namespace resound::wire

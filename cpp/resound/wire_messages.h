@@ -1,0 +1,81 @@
+// The service's shared messages (protos/resound/v1/replay.proto) in C++: their
+// field numbers, and ChunkBatch and Trajectories written and read without the
+// protobuf runtime. InsertRequestEncoder and sample_response.h build on these;
+// tests/test_wire_encoding.py checks that the protobuf runtime reads what is
+// written here and that what it writes reads back.
+#ifndef RESOUND_WIRE_MESSAGES_H_
+#define RESOUND_WIRE_MESSAGES_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "resound/chunk.h"
+#include "resound/chunk_store.h"
+#include "resound/packed_trajectories.h"
+#include "resound/proto_reader.h"
+#include "resound/proto_writer.h"
+
+namespace resound::wire {
+
+// Field numbers of protos/resound/v1/replay.proto.
+namespace chunk_layout {
+constexpr uint32_t kDtype = 1, kShape = 2, kCompression = 3, kDeltaEncoded = 4;
+}
+namespace chunk_batch {
+constexpr uint32_t kLayouts = 1, kKeys = 2, kLayoutIndices = 3, kNumSteps = 4, kEpisodeIds = 5, kStartSteps = 6,
+                   kEndSteps = 7, kDataSizes = 8;
+}
+namespace trajectories {
+constexpr uint32_t kNumColumns = 1, kNumSlices = 2, kSqueeze = 3, kChunkKeys = 4, kOffsets = 5, kLengths = 6;
+}
+namespace item_batch {
+constexpr uint32_t kTables = 1, kTableIndices = 2, kKeys = 3, kPriorities = 4, kTrajectories = 5;
+}
+namespace insert_request {
+constexpr uint32_t kChunks = 1, kItems = 2, kReleaseChunkKeys = 3, kChunkData = 4;
+}
+namespace sampled_items {
+constexpr uint32_t kKeys = 1, kPriorities = 2, kTimesSampled = 3, kProbabilities = 4, kTableSizes = 5,
+                   kRateLimited = 6, kTrajectories = 7;
+}
+namespace sample_response {
+constexpr uint32_t kChunks = 1, kItems = 2, kChunkData = 3;
+}
+
+// A ChunkBatch as read: the layouts as metadata templates (key and steps
+// unset) and the per-chunk arrays, which need not agree yet (AddChunkBatch
+// checks them).
+struct ChunkBatchMessage {
+  std::vector<ChunkMetadata> layouts;
+  std::vector<uint64_t> keys;
+  std::vector<uint32_t> layout_indices;
+  std::vector<int64_t> num_steps;
+  std::vector<uint64_t> episode_ids;
+  std::vector<int64_t> start_steps;
+  std::vector<int64_t> end_steps;
+  std::vector<int64_t> data_sizes;
+};
+
+// Writes field `field` of `out`: a ChunkBatch describing `chunks` (their
+// payloads go separately, in the enclosing message's chunk_data).
+void WriteChunkBatch(ProtoWriter& out, uint32_t field, const std::vector<const Chunk*>& chunks);
+// Writes field `field` of `out`: a Trajectories message.
+void WriteTrajectories(ProtoWriter& out, uint32_t field, const PackedTrajectories& packed);
+
+// The ChunkBatch or Trajectories `reader` holds. InvalidArgumentError names
+// the malformed field.
+ChunkBatchMessage ReadChunkBatch(ProtoReader reader);
+PackedTrajectories ReadTrajectories(ProtoReader reader);
+
+// Makes the chunks `batch` describes, their payloads back to back in
+// `payloads`, in `store`, and returns handles to them (the caller holds them:
+// the store does not). InvalidArgumentError names the first bad chunk.
+std::vector<std::shared_ptr<const Chunk>> MakeChunks(const ChunkBatchMessage& batch,
+                                                     std::span<const std::byte> payloads, ChunkStore& store);
+
+}  // namespace resound::wire
+
+#endif  // RESOUND_WIRE_MESSAGES_H_
