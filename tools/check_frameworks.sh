@@ -11,9 +11,11 @@
 #   .venv-frameworks-tf          numpy 1.26 + tensorflow-cpu 2.15 + torch (the numpy 1.x check)
 #   .venv-frameworks-jax         numpy 2.x  + jax (CPU)          + torch
 #   .venv-frameworks-tf-current  numpy 2.x  + the newest tensorflow-cpu
-# The first two run `pytest tests` (the whole suite) and the framework tests
-# of their frameworks (tests_frameworks/test_<framework>_*.py); the third
-# runs the TensorFlow tests again on the newest TensorFlow. TensorFlow 2.15
+# The first runs `pytest tests` (the whole suite, here on numpy 1.26) and the
+# TensorFlow and PyTorch tests (tests_frameworks/test_<framework>_*.py); the
+# second the JAX and PyTorch tests on numpy 2 (the README's command already
+# runs the whole suite on numpy 2); the third the TensorFlow tests on the
+# newest TensorFlow. TensorFlow 2.15
 # has wheels up to Python 3.11 only, so every venv uses Python 3.11
 # (FRAMEWORKS_PYTHON overrides the interpreter).
 #
@@ -100,7 +102,7 @@ echo "== numpy 2.x, JAX, PyTorch"
 new_venv "$jax_venv"
 pip "$jax_venv" install --force-reinstall --no-deps "$wheel"
 pip "$jax_venv" install "numpy>=2" "jax[cpu]" "$torch_requirement" "$wheel[test]"
-run_tests "$jax_venv" tests tests_frameworks/test_jax_*.py tests_frameworks/test_torch_*.py
+run_tests "$jax_venv" tests_frameworks/test_jax_*.py tests_frameworks/test_torch_*.py
 
 echo "== numpy 2.x, the newest TensorFlow"
 new_venv "$tf_current_venv"
