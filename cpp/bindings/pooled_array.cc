@@ -74,11 +74,11 @@ client aliases such memory instead of copying it).)doc");
       },
       py::arg("mmap_threshold"), py::arg("trim_threshold"),
       R"doc(Sets glibc malloc's M_MMAP_THRESHOLD and M_TRIM_THRESHOLD for the whole
-process; True if both were applied (False elsewhere than glibc). Blocks below
+process; True if glibc took both (False elsewhere than glibc). Blocks below
 mmap_threshold come from the heap instead of fresh mappings, and the heap
 keeps up to trim_threshold free bytes instead of returning them: messages of
-megabytes allocated and freed per call then reuse warm pages. glibc caps
-mmap_threshold at 32 MB on 64-bit hosts.)doc");
+megabytes allocated and freed per call then reuse warm pages. Older glibc refuses an
+mmap_threshold above 32 MB.)doc");
 }
 
 }  // namespace resound::bindings

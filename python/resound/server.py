@@ -23,7 +23,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import os
 import socket
 import threading
 import weakref
@@ -32,6 +31,7 @@ from concurrent import futures
 from typing import TYPE_CHECKING, Any
 
 from resound._transport import MAX_MESSAGE_BYTES
+from resound._transport.malloc_thresholds import keep_message_buffers_warm
 from resound.checkpointers import CheckpointerBase, default_checkpointer
 from resound.table import Table
 from resound.tls import ServerTls
@@ -70,27 +70,6 @@ def find_local_server(address: str) -> Server | None:
 # lasts, so this bounds the concurrent streams (more wait for a thread).
 _MAX_WORKERS = 64
 _STOP_GRACE_SECONDS = 1.0
-
-
-# malloc thresholds while serving (see _keep_message_buffers_warm).
-_MMAP_THRESHOLD_BYTES = 32 << 20
-_TRIM_THRESHOLD_BYTES = 64 << 20
-KEEP_MALLOC_DEFAULTS_VARIABLE = "RESOUND_KEEP_MALLOC_DEFAULTS"
-
-
-def _keep_message_buffers_warm() -> None:
-    """Every sample response is a fresh buffer of up to 16 MB, copied again by
-    gRPC: with glibc's default thresholds each one was mapped, page-faulted in
-    and handed back to the kernel, which took half the server's CPU time per
-    sample (20 -> 6 us for 4 KB samples). Raising them for the process makes
-    those buffers reuse warm heap pages; the process keeps up to 64 MB of
-    freed memory per heap arena in exchange. Set RESOUND_KEEP_MALLOC_DEFAULTS=1
-    to leave malloc alone."""
-    if os.environ.get(KEEP_MALLOC_DEFAULTS_VARIABLE, "") not in ("", "0"):
-        return
-    from resound import _core
-
-    _core.keep_large_allocations_warm(_MMAP_THRESHOLD_BYTES, _TRIM_THRESHOLD_BYTES)
 
 
 def _stop_listening_servers() -> None:
@@ -152,6 +131,13 @@ class Server:
         (ResourceExhaustedError at its client) before it is buffered.
         Writers pack items into messages of up to 32 MiB of chunks, so only
         an item with larger chunks meets the limit.
+
+    A server that listens (like a remote client) sets glibc malloc's mmap and
+    trim thresholds for its process (32 MB and 64 MB), so that the
+    megabyte-sized sample responses it builds reuse warm memory instead of
+    fresh, page-faulted mappings: that halves the server's CPU per sample.
+    The process keeps up to 64 MB of freed memory per heap arena in exchange;
+    set ``RESOUND_KEEP_MALLOC_DEFAULTS=1`` to keep malloc's defaults.
     """
 
     def __init__(
@@ -230,7 +216,7 @@ class Server:
     def _serve(self, host: str, port: int) -> int:
         import grpc
 
-        _keep_message_buffers_warm()
+        keep_message_buffers_warm()
 
         from resound._service.servicer import ReplayServicer
         from resound._transport.remote import CHANNEL_OPTIONS

@@ -34,6 +34,7 @@ from resound import _core, _proto, specs
 from resound._service import wire
 from resound._transport import MAX_MESSAGE_BYTES
 from resound._transport.embedded import TableMeta
+from resound._transport.malloc_thresholds import keep_message_buffers_warm
 from resound._transport.waiting import Outage, deadline_after, remaining
 from resound.errors import (
     CancelledError,
@@ -117,6 +118,7 @@ class RemoteTransport:
 
     def __init__(self, address: str, tls: ClientTls | None = None) -> None:
         self._address = address
+        keep_message_buffers_warm()  # its messages are megabytes (see the module)
         options = [
             *CHANNEL_OPTIONS,
             *_CLIENT_CHANNEL_OPTIONS,
