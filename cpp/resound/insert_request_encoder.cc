@@ -1,7 +1,6 @@
 #include "resound/insert_request_encoder.h"
 
 #include <algorithm>
-#include <cstring>
 #include <utility>
 
 #include "resound/packed_trajectories.h"
@@ -79,19 +78,7 @@ void InsertRequestEncoder::TakeMessage(size_t max_items, size_t max_bytes,
     message.MessageField(wire::insert_request::kItems, items);
   }
   message.PackedVarints(wire::insert_request::kReleaseChunkKeys, released);
-  if (!new_chunks.empty()) {
-    message.Tag(wire::insert_request::kChunkData, ProtoWriter::kLengthDelimited);
-    message.Varint(new_bytes);
-  }
-  // The payloads last, copied once, straight from the chunks.
-  const std::string& head = message.data();
-  char* out = allocate(head.size() + new_bytes);
-  std::memcpy(out, head.data(), head.size());
-  out += head.size();
-  for (const Chunk* chunk : new_chunks) {
-    std::memcpy(out, chunk->data(), chunk->data_size());
-    out += chunk->data_size();
-  }
+  wire::WriteWithPayloads(message, wire::insert_request::kChunkData, new_chunks, allocate);
 }
 
 size_t InsertRequestEncoder::Confirm(std::span<const uint64_t> keys) {

@@ -1,7 +1,6 @@
 #include "resound/sample_response.h"
 
 #include <algorithm>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <unordered_set>
@@ -78,18 +77,7 @@ size_t WriteSampleResponse(std::span<const SampledItem> samples, size_t begin, s
   ProtoWriter message;
   wire::WriteChunkBatch(message, wire::sample_response::kChunks, chunks);
   message.MessageField(wire::sample_response::kItems, items);
-  message.Tag(wire::sample_response::kChunkData, ProtoWriter::kLengthDelimited);
-  message.Varint(bytes);
-
-  // The payloads last, copied once, straight from the chunks.
-  const std::string& head = message.data();
-  char* out = allocate(head.size() + bytes);
-  std::memcpy(out, head.data(), head.size());
-  out += head.size();
-  for (const Chunk* chunk : chunks) {
-    std::memcpy(out, chunk->data(), chunk->data_size());
-    out += chunk->data_size();
-  }
+  wire::WriteWithPayloads(message, wire::sample_response::kChunkData, chunks, allocate);
   return end;
 }
 

@@ -1,5 +1,6 @@
 #include "resound/wire_messages.h"
 
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -72,6 +73,24 @@ void WriteTrajectories(ProtoWriter& out, uint32_t field, const PackedTrajectorie
   columns.PackedVarints(trajectories::kOffsets, packed.offsets());
   columns.PackedVarints(trajectories::kLengths, packed.lengths());
   out.MessageField(field, columns);
+}
+
+void WriteWithPayloads(ProtoWriter& message, uint32_t field, const std::vector<const Chunk*>& chunks,
+                       const std::function<char*(size_t)>& allocate) {
+  size_t bytes = 0;
+  for (const Chunk* chunk : chunks) bytes += chunk->data_size();
+  if (bytes > 0) {
+    message.Tag(field, ProtoWriter::kLengthDelimited);
+    message.Varint(bytes);
+  }
+  const std::string& head = message.data();
+  char* out = allocate(head.size() + bytes);
+  std::memcpy(out, head.data(), head.size());
+  out += head.size();
+  for (const Chunk* chunk : chunks) {
+    std::memcpy(out, chunk->data(), chunk->data_size());
+    out += chunk->data_size();
+  }
 }
 
 ChunkBatchMessage ReadChunkBatch(ProtoReader reader) {

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -64,6 +65,13 @@ struct ChunkBatchMessage {
 void WriteChunkBatch(ProtoWriter& out, uint32_t field, const std::vector<const Chunk*>& chunks);
 // Writes field `field` of `out`: a Trajectories message.
 void WriteTrajectories(ProtoWriter& out, uint32_t field, const PackedTrajectories& packed);
+
+// Finishes `message` with bytes field `field` holding the payloads of
+// `chunks` back to back (omitted when they are empty), written into the
+// buffer `allocate(size)` returns: the payloads are copied once, straight
+// from the chunks, into the caller's buffer.
+void WriteWithPayloads(ProtoWriter& message, uint32_t field, const std::vector<const Chunk*>& chunks,
+                       const std::function<char*(size_t)>& allocate);
 
 // The ChunkBatch or Trajectories `reader` holds. InvalidArgumentError names
 // the malformed field.
