@@ -350,6 +350,13 @@ class RemoteTransport:
             try:
                 response = call(request, timeout=wait)
             except grpc.RpcError as error:
+                if (
+                    self._outage is not None
+                    and getattr(error, "code", lambda: None)() == grpc.StatusCode.DEADLINE_EXCEEDED
+                ):
+                    # The server was already unreachable and the attempt used
+                    # up the time still connecting: not reachable in time.
+                    raise self._outage.deadline_error(what, timeout) from None
                 if not (_waits(error) and self.wait_for_server):
                     raise error_from_rpc(error, what) from None
                 self._wait_for_channel(self._note_outage(error), deadline, what, timeout)
