@@ -350,13 +350,18 @@ class RemoteTransport:
             try:
                 response = call(request, timeout=wait)
             except grpc.RpcError as error:
-                if (
-                    self._outage is not None
-                    and getattr(error, "code", lambda: None)() == grpc.StatusCode.DEADLINE_EXCEEDED
-                ):
-                    # The server was already unreachable and the attempt used
-                    # up the time still connecting: not reachable in time.
-                    raise self._outage.deadline_error(what, timeout) from None
+                if error.code() == grpc.StatusCode.DEADLINE_EXCEEDED and not self._channel_ready():
+                    # The attempt used up the time while the channel was
+                    # still connecting (a server that went away, in reconnect
+                    # backoff): the server was not reachable, in time or (not
+                    # waiting, as in a set of servers) at all.
+                    outage = self._note_outage(error)
+                    if self.wait_for_server:
+                        raise outage.deadline_error(what, timeout) from None
+                    raise ConnectionError(
+                        f"{what}: the server at {self._address} is not reachable "
+                        f"(last error: {outage.last_error})"
+                    ) from None
                 if not (_waits(error) and self.wait_for_server):
                     raise error_from_rpc(error, what) from None
                 self._wait_for_channel(self._note_outage(error), deadline, what, timeout)
@@ -365,6 +370,17 @@ class RemoteTransport:
             if self._outage is not None:
                 self._outage = None
             return response
+
+    def _channel_ready(self) -> bool:
+        """Whether the channel is connected now (without waiting)."""
+        ready = grpc.channel_ready_future(self._channel)
+        try:
+            ready.result(timeout=0)
+            return True
+        except grpc.FutureTimeoutError:
+            return False
+        finally:
+            ready.cancel()
 
     def _note_outage(self, error: BaseException) -> Outage:
         """The transport's outage (started now if there was none), with
