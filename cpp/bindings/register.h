@@ -7,8 +7,6 @@
 #include <cstddef>
 #include <exception>
 
-#include "resound/packed_trajectories.h"
-
 namespace resound::bindings {
 
 namespace py = pybind11;
@@ -21,8 +19,6 @@ void RegisterTable(py::module_& m);
 void RegisterWire(py::module_& m);
 void RegisterMemory(py::module_& m);
 void RegisterCheckpoint(py::module_& m);
-
-// PackedTrajectories' six arrays as Python lists (register_wire.cc).
 
 // Raises the Python translation of `error` with `num_applied` attached as the
 // exception's `num_inserted` attribute (for batch inserts that stopped early).
