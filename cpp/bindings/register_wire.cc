@@ -45,6 +45,15 @@ py::array_t<T> NumpyOf(const std::vector<T>& values) {
   return out;
 }
 
+// A bool array of flags that are each 0 or 1 (as ProtoReader reads them),
+// copied byte for byte.
+py::array_t<bool> BoolsOf(const std::vector<uint8_t>& flags) {
+  static_assert(sizeof(bool) == 1, "a bool is one byte");
+  py::array_t<bool> out(static_cast<py::ssize_t>(flags.size()));
+  if (!flags.empty()) std::memcpy(out.mutable_data(), flags.data(), flags.size());
+  return out;
+}
+
 template <typename T>
 std::vector<T> ToVector(const Array<T>& array, const char* argument) {
   if (array.ndim() != 1) throw InvalidArgumentError(std::string(argument) + " must be one-dimensional");
@@ -109,7 +118,7 @@ py::tuple DecodeSampleResponse(py::handle message, ChunkStore& store, ChunkHolde
   auto packed = std::make_shared<PackedTrajectories>(std::move(items.trajectories));
   return py::make_tuple(std::move(packed), NumpyOf(items.keys), NumpyOf(items.priorities),
                         NumpyOf(items.times_sampled), NumpyOf(items.probabilities), NumpyOf(items.table_sizes),
-                        NumpyOf(items.rate_limited).attr("astype")("bool"));
+                        BoolsOf(items.rate_limited));
 }
 
 // FindLengthDelimitedField of a Python buffer, as (field_start, field_end,

@@ -84,7 +84,9 @@ class ProtoReader {
 template <typename T>
 void ProtoReader::AppendVarints(std::vector<T>& out) const {
   static_assert(std::is_integral_v<T>, "varints hold integers");
-  // Narrowing keeps the low bits, as protobuf does for int32/uint32/bool.
+  // Narrowing keeps the low bits, as protobuf does for int32 and uint32; a
+  // bool field (read into bool or uint8_t, the service's byte-per-flag
+  // arrays) is 0 or 1, as protobuf reads any nonzero varint as true.
   const auto convert = [](uint64_t value) {
     if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, uint8_t>) return static_cast<T>(value != 0);
     return static_cast<T>(value);
