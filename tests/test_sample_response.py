@@ -95,11 +95,32 @@ def test_limits_cut_responses_and_every_response_carries_its_chunks(sampled):
         batch.encode_response(3, 1, 1)
 
 
+def test_with_mark_end_only_the_response_reaching_the_last_sample_is_marked(sampled):
+    batch, _ = sampled
+    marks = []
+    for mark_end in (True, False):
+        begin = 0
+        while begin < len(batch):
+            begin, raw = batch.encode_response(begin, 1, 1 << 20, mark_end)
+            decoded = _core.decode_sample_response(raw, _core.ChunkStore(), _core.ChunkHolder())
+            assert _proto.SampleResponse.FromString(raw).end_of_request == decoded[-2]
+            marks.append((decoded[-2], decoded[-1]))  # (end_of_request, timed_out)
+    assert marks == [(False, False)] * 2 + [(True, False)] + [(False, False)] * 3
+
+
+def test_a_timed_out_answer_decodes_as_no_samples_with_both_marks():
+    raw = _proto.SampleResponse(end_of_request=True, timed_out=True).SerializeToString()
+    packed, keys, *_, end_of_request, timed_out = _core.decode_sample_response(
+        raw, _core.ChunkStore(), _core.ChunkHolder()
+    )
+    assert (len(packed), len(keys), end_of_request, timed_out) == (0, 0, True, True)
+
+
 def test_a_response_decodes_into_the_samples_the_table_gave(sampled):
     batch, chunks = sampled
     store, holder = _core.ChunkStore(), _core.ChunkHolder()
     _, raw = batch.encode_response(0, 100, 1 << 20)
-    packed, keys, priorities, times_sampled, probabilities, table_sizes, rate_limited = (
+    packed, keys, priorities, times_sampled, probabilities, table_sizes, rate_limited, *_ = (
         _core.decode_sample_response(raw, store, holder)
     )
     np.testing.assert_array_equal(keys, batch.keys)
@@ -151,7 +172,7 @@ def test_what_protobuf_writes_decodes_in_any_field_order():
         + _proto.SampleResponse(chunks=chunks).SerializeToString()
     )
     store, holder = _core.ChunkStore(), _core.ChunkHolder()
-    packed, keys, priorities, times_sampled, probabilities, table_sizes, rate_limited = (
+    packed, keys, priorities, times_sampled, probabilities, table_sizes, rate_limited, *_ = (
         _core.decode_sample_response(raw, store, holder)
     )
     assert (keys.tolist(), priorities.tolist(), times_sampled.tolist()) == ([9], [2.0], [4])
@@ -192,7 +213,7 @@ def test_unpacked_repeated_fields_decode_as_packed_ones():
         + [field(7, 2, trajectories)]
     )
     raw = field(2, 2, items)
-    packed, keys, priorities, times_sampled, _, table_sizes, rate_limited = (
+    packed, keys, priorities, times_sampled, _, table_sizes, rate_limited, *_ = (
         _core.decode_sample_response(raw, _core.ChunkStore(), _core.ChunkHolder())
     )
     assert keys.tolist() == [7, 8] and priorities.tolist() == [1.5, 2.5]

@@ -307,7 +307,7 @@ iteration) whose info fields are also available as numpy arrays.
       .def_property_readonly("num_columns", &NumColumns, "Columns of the first sample (0 for an empty batch).")
       .def(
           "encode_response",
-          [](const SampleBatch& b, size_t begin, size_t max_items, size_t max_bytes) {
+          [](const SampleBatch& b, size_t begin, size_t max_items, size_t max_bytes, bool mark_end) {
             if (begin >= b.samples.size()) throw InvalidArgumentError("begin is past the last sample");
             py::bytes out;
             size_t end = 0;
@@ -315,7 +315,7 @@ iteration) whose info fields are also available as numpy arrays.
               // Without the GIL: the payloads are copied here, and other
               // streams of the server go on meanwhile.
               py::gil_scoped_release release;
-              end = WriteSampleResponse(b.samples, begin, max_items, max_bytes, [&out](size_t size) {
+              end = WriteSampleResponse(b.samples, begin, max_items, max_bytes, mark_end, [&out](size_t size) {
                 py::gil_scoped_acquire acquire;
                 out = py::bytes(nullptr, static_cast<py::ssize_t>(size));
                 return PyBytes_AS_STRING(out.ptr());
@@ -323,10 +323,11 @@ iteration) whose info fields are also available as numpy arrays.
             }
             return py::make_tuple(end, std::move(out));
           },
-          py::arg("begin"), py::arg("max_items"), py::arg("max_bytes"),
+          py::arg("begin"), py::arg("max_items"), py::arg("max_bytes"), py::arg("mark_end") = false,
           R"doc((end, serialized SampleResponse) of samples [begin, end): as many as fit
 `max_items` and `max_bytes` of chunk payload (at least one), every chunk they
-use once.)doc")
+use once. With `mark_end`, the response that reaches the batch's last sample
+has end_of_request set (SampleStream).)doc")
       .def("stack_columns", &StackColumns, R"doc(
 One numpy array per column of the first sample: [batch, rows, *step_shape],
 or [batch, *step_shape] for a squeezed column, copied from the chunks without

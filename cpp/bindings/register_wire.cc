@@ -118,7 +118,7 @@ py::tuple DecodeSampleResponse(py::handle message, ChunkStore& store, ChunkHolde
   auto packed = std::make_shared<PackedTrajectories>(std::move(items.trajectories));
   return py::make_tuple(std::move(packed), NumpyOf(items.keys), NumpyOf(items.priorities),
                         NumpyOf(items.times_sampled), NumpyOf(items.probabilities), NumpyOf(items.table_sizes),
-                        BoolsOf(items.rate_limited));
+                        BoolsOf(items.rate_limited), items.end_of_request, items.timed_out);
 }
 
 // FindLengthDelimitedField of a Python buffer, as (field_start, field_end,
@@ -261,9 +261,9 @@ InsertRequest messages by the thousand, held until the server confirms them
       .def_property_readonly("in_flight_bytes", &InsertRequestEncoder::in_flight_bytes);
 
   m.def("decode_sample_response", &DecodeSampleResponse, py::arg("message"), py::arg("store"), py::arg("holder"),
-        "(PackedTrajectories, keys, priorities, times_sampled, probabilities, table_sizes, rate_limited) of a "
-        "serialized SampleResponse; its chunks are added to `store` and `holder`. ValueError names what is "
-        "malformed (nothing is held then).");
+        "(PackedTrajectories, keys, priorities, times_sampled, probabilities, table_sizes, rate_limited, "
+        "end_of_request, timed_out) of a serialized SampleResponse; its chunks are added to `store` and "
+        "`holder`. ValueError names what is malformed (nothing is held then).");
   m.def("find_bytes_field", &FindBytesField, py::arg("message"), py::arg("field_number"),
         "(field_start, field_end, value_start) of the last top-level length-delimited field `field_number` of a "
         "serialized message, or None. ValueError if the message is malformed.");

@@ -39,7 +39,7 @@ std::span<const uint8_t> Single(const std::vector<std::span<const uint8_t>>& par
 }  // namespace
 
 size_t WriteSampleResponse(std::span<const SampledItem> samples, size_t begin, size_t max_items, size_t max_bytes,
-                           const std::function<char*(size_t)>& allocate) {
+                           bool mark_end, const std::function<char*(size_t)>& allocate) {
   if (begin >= samples.size()) throw InvalidArgumentError("begin is past the last sample");
   PackedTrajectories packed;
   std::vector<const Chunk*> chunks;
@@ -77,6 +77,7 @@ size_t WriteSampleResponse(std::span<const SampledItem> samples, size_t begin, s
   ProtoWriter message;
   wire::WriteChunkBatch(message, wire::sample_response::kChunks, chunks);
   message.MessageField(wire::sample_response::kItems, items);
+  if (mark_end && end == samples.size()) message.VarintField(wire::sample_response::kEndOfRequest, 1);
   wire::WriteWithPayloads(message, wire::sample_response::kChunkData, chunks, allocate);
   return end;
 }
@@ -86,14 +87,30 @@ SampleResponseItems ReadSampleResponse(std::span<const uint8_t> message, ChunkSt
   // keeps it.
   std::vector<std::span<const uint8_t>> chunk_parts, item_parts, trajectory_parts;
   std::span<const uint8_t> payloads;
+  SampleResponseItems out;
   ProtoReader reader(message, "SampleResponse");
   while (reader.Next()) {
-    if (reader.field() == wire::sample_response::kChunks) chunk_parts.push_back(reader.bytes());
-    if (reader.field() == wire::sample_response::kItems) item_parts.push_back(reader.bytes());
-    if (reader.field() == wire::sample_response::kChunkData) payloads = reader.bytes();
+    switch (reader.field()) {
+      case wire::sample_response::kChunks:
+        chunk_parts.push_back(reader.bytes());
+        break;
+      case wire::sample_response::kItems:
+        item_parts.push_back(reader.bytes());
+        break;
+      case wire::sample_response::kChunkData:
+        payloads = reader.bytes();
+        break;
+      case wire::sample_response::kEndOfRequest:
+        out.end_of_request = reader.varint() != 0;
+        break;
+      case wire::sample_response::kTimedOut:
+        out.timed_out = reader.varint() != 0;
+        break;
+      default:
+        break;  // unknown fields are skipped, as protobuf does
+    }
   }
 
-  SampleResponseItems out;
   namespace f = wire::sampled_items;
   ProtoReader items(Single(item_parts, "SampleResponse.items"), "SampleResponse.items");
   while (items.Next()) {

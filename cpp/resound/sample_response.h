@@ -27,9 +27,10 @@ namespace resound {
 // Writes the response for samples [begin, end) into the buffer
 // `allocate(size)` returns, and returns `end`: as many samples as fit
 // `max_items` and `max_bytes` of chunk payload, at least one. `begin` must be
-// below samples.size().
+// below samples.size(). With `mark_end`, the response that reaches the last
+// sample has end_of_request set (a SampleStream's answer to one request).
 size_t WriteSampleResponse(std::span<const SampledItem> samples, size_t begin, size_t max_items, size_t max_bytes,
-                           const std::function<char*(size_t)>& allocate);
+                           bool mark_end, const std::function<char*(size_t)>& allocate);
 
 // A response as read: the samples' info and trajectories, whose chunks are now
 // in the store and the holder that ReadSampleResponse was given.
@@ -41,6 +42,9 @@ struct SampleResponseItems {
   std::vector<double> probabilities;
   std::vector<int64_t> table_sizes;
   std::vector<uint8_t> rate_limited;  // bools
+  // SampleStream's markers: the request's last response; its wait timed out.
+  bool end_of_request = false;
+  bool timed_out = false;
 };
 
 // Reads a serialized SampleResponse, adding its chunks to `store` and

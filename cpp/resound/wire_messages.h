@@ -43,7 +43,7 @@ constexpr uint32_t kKeys = 1, kPriorities = 2, kTimesSampled = 3, kProbabilities
                    kRateLimited = 6, kTrajectories = 7;
 }
 namespace sample_response {
-constexpr uint32_t kChunks = 1, kItems = 2, kChunkData = 3;
+constexpr uint32_t kChunks = 1, kItems = 2, kChunkData = 3, kEndOfRequest = 4, kTimedOut = 5;
 }
 
 // A ChunkBatch as read: the layouts as metadata templates (key and steps
