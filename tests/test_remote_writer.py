@@ -78,9 +78,9 @@ def test_a_dropped_writer_stops_its_stream_thread(remote):
 def test_a_writer_ahead_of_the_server_waits_for_room(remote, monkeypatch):
     # The queue holds 2 and nothing samples yet: the server takes 2 items and
     # holds the 3rd; the writer may have only 4 items on their way.
-    from resound._transport import remote as remote_transport
+    from resound._transport import insert_stream
 
-    monkeypatch.setattr(remote_transport, "_MAX_IN_FLIGHT_ITEMS", 4)
+    monkeypatch.setattr(insert_stream, "_MAX_IN_FLIGHT_ITEMS", 4)
     server, client = remote(resound.Table.queue("q", 2))
     writer = client.trajectory_writer(1)
     created: list[int] = []

@@ -104,6 +104,11 @@ class ReplayServicer:
                     # Bytes out: the core writes each response whole (sample_response.h).
                     response_serializer=None,
                 ),
+                "SampleStream": grpc.stream_stream_rpc_method_handler(
+                    self._guard_stream(self.sample_stream),
+                    request_deserializer=_parser(P.SampleRequest),
+                    response_serializer=None,
+                ),
                 "MutatePriorities": grpc.unary_unary_rpc_method_handler(
                     self._guard(self.mutate_priorities),
                     request_deserializer=_parser(P.MutatePrioritiesRequest),
@@ -166,7 +171,7 @@ class ReplayServicer:
 
     def insert(self, requests: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
         holder = _core.ChunkHolder()  # the chunks this stream keeps
-        for raw in _polled(requests, context, self._check_running):
+        for _, raw in _polled(requests, context, self._check_running):
             request, payloads = self._decode_insert(raw)
             self._add_chunks(holder, request.chunks, payloads)
             items = request.items
@@ -254,6 +259,39 @@ class ReplayServicer:
     # --- Sample
 
     def sample(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+        batch = self._take(request, context)
+        if batch is not None:
+            yield from _sample_responses(batch, request.max_per_response)
+
+    def sample_stream(
+        self, requests: Iterator[Any], context: grpc.ServicerContext
+    ) -> Iterator[Any]:
+        """Answers each request of the stream in turn (see the proto): a
+        dataset's fetches cost one message each way instead of a call, which
+        costs both ends far more CPU than the message (about 0.8 ms here on
+        the server and 0.6 ms on the client)."""
+        for arrived, request in _polled(requests, context, self._check_running):
+            if isinstance(request, _Malformed):
+                raise _StatusError(grpc.StatusCode.INVALID_ARGUMENT, request.what)
+            try:
+                # The timeout counts from the request's arrival, as a call's
+                # would: requests queued behind a wait end with it instead
+                # of waiting in turn (and taking samples from a client that
+                # gave up meanwhile).
+                batch = self._take(request, context, arrived)
+            except DeadlineExceededError:
+                yield _TIMED_OUT
+                continue
+            if batch is None:
+                return
+            yield from _sample_responses(batch, request.max_per_response, mark_end=True)
+
+    def _take(
+        self, request: Any, context: grpc.ServicerContext, arrived: float | None = None
+    ) -> Any:
+        """The sample batch a SampleRequest asks for; None if the client went
+        away while it waited. DeadlineExceededError once its timeout, from
+        ``arrived`` (time.monotonic(); None: now), ran out."""
         table = self._table(request.table)
         if request.num_samples < 1:
             raise _StatusError(
@@ -264,7 +302,7 @@ class ReplayServicer:
         timeout = request.timeout_seconds
         if math.isnan(timeout):
             raise _StatusError(grpc.StatusCode.INVALID_ARGUMENT, "timeout_seconds must not be NaN")
-        deadline = None if timeout < 0 else time.monotonic() + timeout
+        deadline = None if timeout < 0 else (arrived or time.monotonic()) + timeout
         while True:
             self._check_running()
             wait = _WAIT_SLICE_SECONDS
@@ -277,9 +315,8 @@ class ReplayServicer:
                 if deadline is not None and time.monotonic() >= deadline:
                     raise
                 if not context.is_active():
-                    return
-        limit = request.max_per_response if request.max_per_response > 0 else len(batch)
-        yield from _sample_responses(batch, limit)
+                    return None
+        return batch
 
     # --- unary calls
 
@@ -325,10 +362,15 @@ class ReplayServicer:
 
 
 _END = object()
+# SampleStream's answer to a request whose wait for the rate limiter ran out.
+_TIMED_OUT = _proto.SampleResponse(end_of_request=True, timed_out=True).SerializeToString()
 
 
-def _polled(requests: Iterator[Any], context: grpc.ServicerContext, check: Any) -> Iterator[Any]:
-    """The requests of a stream, read on a thread of their own so that the
+def _polled(
+    requests: Iterator[Any], context: grpc.ServicerContext, check: Any
+) -> Iterator[tuple[float, Any]]:
+    """(arrival time, request) of each request of a stream (time.monotonic()
+    when it was read), read on a thread of their own so that the
     handler can call ``check`` (which raises once the server stops) while the
     client sends nothing: a stopping server then ends idle streams with a
     status of its choice instead of a dropped connection. The small inbox
@@ -341,7 +383,7 @@ def _polled(requests: Iterator[Any], context: grpc.ServicerContext, check: Any) 
             for request in requests:
                 while not done.is_set():
                     try:
-                        inbox.put(request, timeout=_WAIT_SLICE_SECONDS)
+                        inbox.put((time.monotonic(), request), timeout=_WAIT_SLICE_SECONDS)
                         break
                     except queue.Full:
                         continue
@@ -355,7 +397,7 @@ def _polled(requests: Iterator[Any], context: grpc.ServicerContext, check: Any) 
                 except queue.Full:
                     continue
 
-    threading.Thread(target=read, name="resound-insert-reader", daemon=True).start()
+    threading.Thread(target=read, name="resound-stream-reader", daemon=True).start()
     try:
         while True:
             check()
@@ -406,11 +448,13 @@ def _item_batch(items: Any, count: int) -> tuple[np.ndarray, Any, list[tuple[str
     return priorities, trajectories, runs
 
 
-def _sample_responses(batch: Any, limit: int) -> Iterator[bytes]:
-    """Serialized responses of at most ``limit`` items and about
-    _RESPONSE_BYTES of chunks each, every chunk an item uses sent once per
-    response (written by the core: one copy of the payloads)."""
+def _sample_responses(batch: Any, limit: int, mark_end: bool = False) -> Iterator[bytes]:
+    """Serialized responses of at most ``limit`` items (0: any number) and
+    about _RESPONSE_BYTES of chunks each, every chunk an item uses sent once
+    per response (written by the core: one copy of the payloads); with
+    ``mark_end``, the last has end_of_request set."""
+    limit = limit if limit > 0 else len(batch)
     begin = 0
     while begin < len(batch):
-        begin, response = batch.encode_response(begin, limit, _RESPONSE_BYTES)
+        begin, response = batch.encode_response(begin, limit, _RESPONSE_BYTES, mark_end)
         yield response

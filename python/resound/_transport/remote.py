@@ -20,11 +20,9 @@ ConnectionError instead, so that the set can leave the server out.
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import grpc
@@ -34,19 +32,22 @@ from resound import _core, _proto, specs
 from resound._service import wire
 from resound._transport import MAX_MESSAGE_BYTES
 from resound._transport.embedded import TableMeta
+from resound._transport.insert_stream import InsertStream
 from resound._transport.malloc_thresholds import keep_message_buffers_warm
-from resound._transport.waiting import Outage, deadline_after, remaining
-from resound.errors import (
-    CancelledError,
-    DeadlineExceededError,
-    NotFoundError,
-    ResourceExhaustedError,
+from resound._transport.rpc_errors import error_from_rpc, means_unreachable
+from resound._transport.sample_stream import RemoteSampleBatch, SampleStream
+from resound._transport.waiting import (
+    WAIT_SLICE_SECONDS,
+    Outage,
+    deadline_after,
+    remaining,
 )
+from resound.errors import NotFoundError
 from resound.table import shared_chunk_store
 from resound.table_info import TableInfo
 from resound.tls import ClientTls
 
-__all__ = ["InsertStream", "RemoteTransport", "error_from_rpc", "update_arrays"]
+__all__ = ["CHANNEL_OPTIONS", "RemoteTransport", "update_arrays"]
 
 # Channel options of both ends.
 CHANNEL_OPTIONS = [
@@ -60,57 +61,11 @@ _CLIENT_CHANNEL_OPTIONS = [
     ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 2000),
 ]
-# One insert message carries at most this many items or payload bytes.
-_MAX_ITEMS_PER_MESSAGE = 1024
-_MAX_BYTES_PER_MESSAGE = 32 << 20
-# A stream's writer waits while this many items, or their chunks' bytes, are
-# queued or unconfirmed.
-_MAX_IN_FLIGHT_ITEMS = 16 * _MAX_ITEMS_PER_MESSAGE
-_MAX_IN_FLIGHT_BYTES = 4 * _MAX_BYTES_PER_MESSAGE
-# Reconnection back-off of an insert stream, in seconds.
-_BACKOFF_START, _BACKOFF_MAX = 0.05, 2.0
 # A call that failed although the channel just became ready waits this long
 # before it tries again (a server that accepts connections but is stopping).
 _RETRY_AFTER_READY_SECONDS = 0.05
-# Waits in slices this long, so that Ctrl-C reaches the caller.
-_WAIT_SLICE_SECONDS = 0.1
 # What the server's Checkpoint answers when its disk is full or unwritable.
 _DISK_ERRORS = (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.FAILED_PRECONDITION)
-# Status codes that mean "the connection or server went away": retried.
-_TRANSIENT = (grpc.StatusCode.UNAVAILABLE,)
-# ...unless the server answered and refused the connection (TLS settings that
-# do not match): waiting would not help, so that raises ConnectionError.
-_REFUSED_CONNECTION = ("handshake", "certificate", "ssl_error", "verification", "unauthenticated")
-
-
-def _waits(error: grpc.RpcError) -> bool:
-    """Whether ``error`` means the server is not there (yet): wait for it."""
-    if error.code() not in _TRANSIENT:
-        return False
-    details = (error.details() or "").lower()
-    return not any(refused in details for refused in _REFUSED_CONNECTION)
-
-
-def error_from_rpc(error: grpc.RpcError, what: str) -> Exception:
-    """The resound exception for a failed call (status code -> exception type)."""
-    code = error.code() if hasattr(error, "code") else None
-    details = (error.details() if hasattr(error, "details") else None) or str(error)
-    message = f"{what}: {details}"
-    if code == grpc.StatusCode.INVALID_ARGUMENT:
-        return ValueError(message)
-    if code == grpc.StatusCode.NOT_FOUND:
-        return NotFoundError(details)
-    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-        return DeadlineExceededError(message)
-    if code == grpc.StatusCode.CANCELLED:
-        return CancelledError(message)
-    if code == grpc.StatusCode.UNIMPLEMENTED:
-        return NotImplementedError(details)
-    if code == grpc.StatusCode.UNAVAILABLE:
-        return ConnectionError(message)
-    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
-        return ResourceExhaustedError(message)
-    return RuntimeError(f"{message} ({code})")
 
 
 class RemoteTransport:
@@ -147,6 +102,7 @@ class RemoteTransport:
 
         self._insert_call = method("Insert", "stream_stream", None, P.InsertResponse)
         self._sample_call = method("Sample", "unary_stream", P.SampleRequest, None)
+        self._sample_stream_call = method("SampleStream", "stream_stream", P.SampleRequest, None)
         self._mutate_call = method(
             "MutatePriorities", "unary_unary", P.MutatePrioritiesRequest, P.MutatePrioritiesResponse
         )
@@ -289,7 +245,7 @@ class RemoteTransport:
                     # receives the next one.
                     batch = RemoteSampleBatch(responses)
                 except grpc.RpcError as error:
-                    if not (_waits(error) and self.wait_for_server):
+                    if not (means_unreachable(error) and self.wait_for_server):
                         raise error_from_rpc(error, what) from None
                     self._wait_for_channel(self._note_outage(error), deadline, what, timeout)
                     try:
@@ -301,6 +257,10 @@ class RemoteTransport:
                 return batch
 
         return receive
+
+    def open_sample_stream(self, table: str) -> SampleStream:
+        """A stream of sample requests to ``table`` (for a dataset's fetches)."""
+        return SampleStream(self, table, self._sample_stream_call)
 
     def signature(self, table: str) -> Any:
         return self._info(table).signature
@@ -362,7 +322,7 @@ class RemoteTransport:
                         f"{what}: the server at {self._address} is not reachable "
                         f"(last error: {outage.last_error})"
                     ) from None
-                if not (_waits(error) and self.wait_for_server):
+                if not (means_unreachable(error) and self.wait_for_server):
                     raise error_from_rpc(error, what) from None
                 self._wait_for_channel(self._note_outage(error), deadline, what, timeout)
                 wait = remaining(deadline)
@@ -404,7 +364,7 @@ class RemoteTransport:
                 left = remaining(deadline)
                 if left == 0.0:
                     raise outage.deadline_error(what, timeout)
-                wait = min(_WAIT_SLICE_SECONDS, outage.until_warning())
+                wait = min(WAIT_SLICE_SECONDS, outage.until_warning())
                 if left is not None:
                     wait = min(wait, left)
                 try:
@@ -450,318 +410,3 @@ def update_arrays(updates: Any) -> tuple[list[int], list[float]]:
         keys.append(int(key))
         priorities.append(float(priority))
     return keys, priorities
-
-
-class InsertStream:
-    """One insert stream to the server: items (and the chunks they use) are
-    queued by ``submit`` and sent in batches by gRPC's request thread;
-    ``wait`` blocks until the server confirmed all but ``keep`` of them.
-
-    The per-item work (queueing, encoding messages, holding chunks until
-    their items are confirmed, resending after a reconnect) runs in the
-    core's InsertRequestEncoder. At most _MAX_IN_FLIGHT_ITEMS items and about
-    _MAX_IN_FLIGHT_BYTES of their chunks are on their way at a time:
-    ``submit`` blocks beyond that (back-pressure on a fast writer).
-
-    With ``failover``, a stream whose server went away (unreachable, or
-    stopped) moves to the server of the transport ``failover`` returns and
-    sends everything unconfirmed there.
-    """
-
-    def __init__(
-        self,
-        transport: RemoteTransport,
-        on_error: Callable[[BaseException], None] | None,
-        failover: Callable[[RemoteTransport], RemoteTransport | None] | None = None,
-    ) -> None:
-        self._transport = transport
-        self._on_error = on_error
-        self._failover = failover
-        # The writer's hot path takes the plain lock (a Condition's own
-        # __enter__ is Python code); waits go through the Condition on it.
-        self._mutex = threading.Lock()
-        self._lock = threading.Condition(self._mutex)
-        self._encoder = _core.InsertRequestEncoder(transport._store)
-        self._idle = False  # the request thread waits for items
-        self._error: BaseException | None = None
-        self._closed = False
-        self._generation = 0
-        # Calls of RemoteTransport.insert using the stream (under that
-        # transport's lock).
-        self.callers = 0
-        self._receiver = threading.Thread(
-            target=self._run, name="resound-insert-stream", daemon=True
-        )
-        self._receiver.start()
-
-    @property
-    def transport(self) -> RemoteTransport:
-        """The transport of the server the stream sends to (another one's
-        after a failover)."""
-        return self._transport
-
-    @property
-    def in_flight(self) -> int:
-        return self._encoder.queued + self._encoder.unconfirmed
-
-    @property
-    def error(self) -> BaseException | None:
-        return self._error
-
-    def table_info_for_writer(self, name: str) -> TableMeta:
-        try:
-            meta = self._transport.table_info_for_writer(name)
-        except ConnectionError as error:
-            # The stream's server went away before its writer's first item:
-            # with failover, the writer starts on another server.
-            if not self._move_to_another_server():
-                raise (self._error or error) from None
-            meta = self._transport.table_info_for_writer(name)
-        return dataclasses.replace(
-            meta,
-            insert_batch=functools.partial(self.insert, name),
-            insert_one=functools.partial(self.insert_one, name),
-        )
-
-    def insert(self, table: str, requests: list[Any], timeout: float | None) -> int:
-        del timeout  # accepted at once; the server applies the rate limiter
-        self.submit(table, requests)
-        return len(requests)
-
-    def insert_one(
-        self,
-        table: str,
-        key: int,
-        priority: float,
-        chunk_key: int,
-        offset: int,
-        length: int,
-        squeeze: bool,
-        timeout: float | None,
-    ) -> int:
-        """``insert`` of one item of one column of one slice (see TableMeta)."""
-        del timeout  # accepted at once; the server applies the rate limiter
-        with self._mutex:
-            self._wait_for_room_locked()
-            self._encoder.add_one(table, key, priority, chunk_key, offset, length, squeeze)
-            if self._idle:
-                self._lock.notify_all()
-        return 1
-
-    def submit(self, table: str, requests: list[Any]) -> None:
-        with self._mutex:
-            self._wait_for_room_locked()
-            add = self._encoder.add
-            for key, priority, trajectory in requests:
-                add(table, key, priority, trajectory)
-            if self._idle:
-                self._lock.notify_all()
-
-    def _wait_for_room_locked(self) -> None:
-        """Returns at once while the stream has room; raises the stream's
-        error, or RuntimeError once it is closed."""
-        encoder = self._encoder
-        while (
-            (
-                encoder.queued + encoder.unconfirmed >= _MAX_IN_FLIGHT_ITEMS
-                or encoder.in_flight_bytes >= _MAX_IN_FLIGHT_BYTES
-            )
-            and self._error is None
-            and not self._closed
-        ):
-            self._lock.wait(_WAIT_SLICE_SECONDS)
-        if self._error is not None:
-            raise self._error
-        if self._closed:
-            raise RuntimeError("the insert stream is closed")
-
-    def wait(self, keep: int, timeout: float | None, call: str) -> None:
-        """Blocks until at most ``keep`` items are unconfirmed;
-        DeadlineExceededError after ``timeout`` seconds (None: no limit)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._lock:
-            while self.in_flight > keep and self._error is None:
-                wait = _WAIT_SLICE_SECONDS
-                if deadline is not None:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        raise DeadlineExceededError(
-                            f"{call} call did not complete within provided timeout of "
-                            f"{timeout} s ({self.in_flight} items not yet confirmed)"
-                        )
-                    wait = min(wait, left)
-                self._lock.wait(wait)
-            if self._error is not None:
-                raise self._error
-
-    def close(self, wait: bool = True) -> None:
-        """Stops the stream; unconfirmed items are dropped. Idempotent.
-        ``wait=False`` does not wait for the stream's thread (finalizers: the
-        thread may need the very thread that collects the writer)."""
-        with self._lock:
-            self._closed = True
-            self._lock.notify_all()
-        if wait and self._receiver is not threading.current_thread():
-            self._receiver.join()
-
-    # --- the stream's threads
-
-    def _run(self) -> None:
-        backoff = _BACKOFF_START
-        while True:
-            with self._lock:
-                if self._closed or self._error is not None:
-                    return
-                # A new stream: the server keeps nothing of an old one, so
-                # every unconfirmed item goes again, before the queue.
-                self._encoder.requeue()
-                self._generation += 1
-                generation = self._generation
-            try:
-                responses = self._transport._insert_call(self._requests(generation))
-                for response in responses:
-                    backoff = _BACKOFF_START
-                    self._transport._outage = None
-                    self._confirm(response.item_keys)
-                with self._lock:
-                    if self._closed:
-                        return
-                # Only a stopping server ends a stream that the client keeps open.
-                if self._move_to_another_server():
-                    backoff = _BACKOFF_START
-                    continue
-                if self._error is None:
-                    self._fail(CancelledError("Insert: the server stopped"))
-                return
-            except grpc.RpcError as error:
-                # A server that is unreachable or stopping (CANCELLED) has
-                # gone away: with failover, another one takes the items.
-                gone = error.code() in (*_TRANSIENT, grpc.StatusCode.CANCELLED)
-                if gone and self._move_to_another_server():
-                    backoff = _BACKOFF_START
-                    continue
-                if self._error is not None:
-                    return  # the failover refused
-                if not _waits(error):
-                    self._fail(error_from_rpc(error, "Insert"))
-                    return
-                # Unreachable (and no other server to go to): wait for it, as
-                # long as it takes; flush and insert time out meanwhile.
-                self._transport._note_outage(error).warn_if_due("Insert")
-            except BaseException as error:  # noqa: BLE001 - reported to the writer
-                self._fail(error)
-                return
-            with self._lock:
-                if self._closed:
-                    return
-                self._lock.wait(backoff)
-            backoff = min(backoff * 2, _BACKOFF_MAX)
-
-    def _move_to_another_server(self) -> bool:
-        """With failover, switches the stream to another server's transport;
-        False if there is none (or no failover). A failover that refuses
-        (raises ConnectionError) fails the stream: check ``_error`` after."""
-        if self._failover is None:
-            return False
-        try:
-            replacement = self._failover(self._transport)
-        except ConnectionError as error:
-            self._fail(error)
-            return False
-        if replacement is None or replacement is self._transport:
-            return False
-        self._transport = replacement
-        return True
-
-    def _requests(self, generation: int) -> Iterator[bytes]:
-        """The request messages of one stream (runs on gRPC's thread)."""
-        encoder = self._encoder
-        while True:
-            with self._lock:
-                self._idle = True
-                while not encoder.queued and not self._closed and self._generation == generation:
-                    self._lock.wait(_WAIT_SLICE_SECONDS)
-                self._idle = False
-                if self._closed or self._generation != generation:
-                    return
-                message = encoder.take_message(_MAX_ITEMS_PER_MESSAGE, _MAX_BYTES_PER_MESSAGE)
-            yield message
-
-    def _confirm(self, keys: Any) -> None:
-        confirmed = np.array(keys, np.uint64)
-        with self._lock:
-            self._encoder.confirm(confirmed)
-            self._lock.notify_all()
-
-    def _fail(self, error: BaseException) -> None:
-        with self._lock:
-            self._error = error
-            self._lock.notify_all()
-        if self._on_error is not None:
-            self._on_error(error)
-
-
-class _RemoteSample:
-    __slots__ = ("chunks", "trajectory")
-
-    def __init__(self, trajectory: Any, chunks: list[Any]) -> None:
-        self.trajectory = trajectory
-        self.chunks = chunks
-
-
-class RemoteSampleBatch:
-    """Samples of one Sample call, shaped like the core's SampleBatch (info
-    fields as arrays; items with trajectory and chunks)."""
-
-    def __init__(self, responses: Iterable[bytes]) -> None:
-        # The received chunks live in a store of their own, validated by the
-        # core like any chunk, and die with the batch.
-        store = _core.ChunkStore(1)
-        holder = _core.ChunkHolder()
-        # Trajectories stay packed until asked for: stack_columns reads them
-        # in C++, the item by item path unpacks them into Python lists.
-        self._store, self._holder = store, holder
-        self._packed: list[_core.PackedTrajectories] = []
-        self._unpacked: list[_RemoteSample] | None = None
-        parts: list[tuple[Any, ...]] = []
-        for raw in responses:
-            try:
-                decoded = _core.decode_sample_response(raw, store, holder)
-            except ValueError as error:
-                raise ValueError(f"malformed response from the server: {error}") from None
-            self._packed.append(decoded[0])
-            parts.append(decoded[1:])
-        # keys, priorities, times_sampled, probabilities, table_sizes.
-        dtypes = (np.uint64, np.float64, np.int32, np.float64, np.int64)
-        arrays = [
-            np.concatenate([part[i] for part in parts]) if parts else np.empty(0, dtype)
-            for i, dtype in enumerate(dtypes)
-        ]
-        self.keys, self.priorities, self.times_sampled, self.probabilities, self.table_sizes = (
-            arrays
-        )
-
-    @property
-    def _items(self) -> list[_RemoteSample]:
-        if self._unpacked is None:
-            self._unpacked = [
-                _RemoteSample(trajectory, chunks)
-                for packed in self._packed
-                for trajectory, chunks in packed.unpack(self._holder)
-            ]
-        return self._unpacked
-
-    def __len__(self) -> int:
-        return len(self.keys)
-
-    def __getitem__(self, index: int) -> _RemoteSample:
-        return self._items[index]
-
-    def __iter__(self) -> Iterator[_RemoteSample]:
-        return iter(self._items)
-
-    def stack_columns(self) -> list[np.ndarray | None]:
-        """Every column stacked over the batch, as the core's SampleBatch does."""
-        if not len(self):
-            return []
-        return _core.stack_trajectories(self._packed, self._store)

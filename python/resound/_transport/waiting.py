@@ -31,10 +31,13 @@ import time
 
 from resound.errors import DeadlineExceededError
 
-__all__ = ["WARNING_PERIOD_SECONDS", "Outage", "deadline_after", "remaining"]
+__all__ = ["WAIT_SLICE_SECONDS", "WARNING_PERIOD_SECONDS", "Outage", "deadline_after", "remaining"]
 
 # A client waiting for an unreachable server warns this often (seconds).
 WARNING_PERIOD_SECONDS = 10.0
+# Client waits run in slices this long, so that Ctrl-C reaches the caller and
+# a closed stream is noticed.
+WAIT_SLICE_SECONDS = 0.1
 
 _LOGGER = logging.getLogger("resound")
 

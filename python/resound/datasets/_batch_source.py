@@ -88,15 +88,14 @@ class ReplayBatchSource:
         self._timesteps = timesteps
         self._remaining = max_samples
         self._timeout = timeout
-        self._start, parallel = _request_starter(client, table)
+        self._start, parallel, self._stop = _request_starter(client, table)
         self._request_size = fetch_size
         self._requests_ahead = 1
         if parallel and not in_order:
-            # Over gRPC: two requests of a whole fetch on their way at once,
-            # so the server prepares the next one while this one is received
-            # and converted. Whole fetches rather than more, smaller requests:
-            # each gRPC call costs both processes CPU of its own (Python call
-            # setup, thread hand-offs), about as much as 250 samples of 4 KB.
+            # Over gRPC: two requests of a whole fetch on their way at once
+            # (on one SampleStream call), so the server prepares the next one
+            # while this one is received and converted. More did not help:
+            # gRPC's receiving is the slowest stage then.
             self._requests_ahead = 2
         # One converted batch waits for the consumer while the next is fetched.
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=1)
@@ -157,6 +156,8 @@ class ReplayBatchSource:
             self._put(_END)
         except BaseException as error:  # noqa: BLE001 - handed to the consumer
             self._put(error)
+        finally:
+            self._stop()
 
     def _fetch_all(self) -> None:
         outstanding: deque[tuple[int, Callable[[], list[Any]]]] = deque()
@@ -288,27 +289,31 @@ class ReplayBatchSource:
                 )
 
 
-def _request_starter(client: Client, table: str) -> tuple[Callable[..., Any], bool]:
-    """``(start(count, wait), parallel)``: ``start`` asks for up to
+def _request_starter(
+    client: Client, table: str
+) -> tuple[Callable[..., Any], bool, Callable[[], None]]:
+    """``(start(count, wait), parallel, stop)``: ``start`` asks for up to
     ``count`` samples (as many as the rate limiter allows at once, at least
     one, waiting at most ``wait`` seconds: DeadlineExceededError) and returns
-    the function that receives them as core sample batches; ``parallel``:
-    whether started requests proceed before they are received (gRPC)."""
+    the function that receives them as core sample batches, in the order
+    started; ``parallel``: whether started requests proceed before they are
+    received (gRPC); ``stop`` ends what ``start`` opened."""
     transport = None if client._servers is not None else client._transport
-    start_sample = getattr(transport, "start_sample", None)
-    if start_sample is not None:  # one server over gRPC: requests run ahead
+    open_stream = getattr(transport, "open_sample_stream", None)
+    if open_stream is not None:  # one server over gRPC: requests run ahead on one stream
+        stream = open_stream(table)
 
         def start(count: int, wait: float) -> Callable[[], list[Any]]:
-            receive = start_sample(table, count, wait)
+            receive = stream.start(count, wait)
             return lambda: [receive()]
 
-        return start, True
+        return start, True, stream.close
     take = client._taker(table, flexible=True)
 
     def start_later(count: int, wait: float) -> Callable[[], list[Any]]:
         return lambda: take(count, time.monotonic() + wait, None)
 
-    return start_later, False
+    return start_later, False, lambda: None
 
 
 def _shapes(columns: list[np.ndarray]) -> tuple[Any, ...]:
