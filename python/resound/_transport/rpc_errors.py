@@ -38,23 +38,25 @@ def means_unreachable(error: grpc.RpcError) -> bool:
     return not any(refused in details for refused in _REFUSED_CONNECTION)
 
 
+# The exception of each status code a client raises as such, and whether its
+# message names the call (NOT_FOUND and UNIMPLEMENTED say it all themselves).
+_EXCEPTIONS: dict[grpc.StatusCode, tuple[type[Exception], bool]] = {
+    grpc.StatusCode.INVALID_ARGUMENT: (ValueError, True),
+    grpc.StatusCode.NOT_FOUND: (NotFoundError, False),
+    grpc.StatusCode.DEADLINE_EXCEEDED: (DeadlineExceededError, True),
+    grpc.StatusCode.CANCELLED: (CancelledError, True),
+    grpc.StatusCode.UNIMPLEMENTED: (NotImplementedError, False),
+    grpc.StatusCode.UNAVAILABLE: (ConnectionError, True),
+    grpc.StatusCode.RESOURCE_EXHAUSTED: (ResourceExhaustedError, True),
+}
+
+
 def error_from_rpc(error: grpc.RpcError, what: str) -> Exception:
     """The resound exception for a failed call (status code -> exception type)."""
     code = error.code() if hasattr(error, "code") else None
     details = (error.details() if hasattr(error, "details") else None) or str(error)
     message = f"{what}: {details}"
-    if code == grpc.StatusCode.INVALID_ARGUMENT:
-        return ValueError(message)
-    if code == grpc.StatusCode.NOT_FOUND:
-        return NotFoundError(details)
-    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-        return DeadlineExceededError(message)
-    if code == grpc.StatusCode.CANCELLED:
-        return CancelledError(message)
-    if code == grpc.StatusCode.UNIMPLEMENTED:
-        return NotImplementedError(details)
-    if code == grpc.StatusCode.UNAVAILABLE:
-        return ConnectionError(message)
-    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
-        return ResourceExhaustedError(message)
-    return RuntimeError(f"{message} ({code})")
+    if code not in _EXCEPTIONS:
+        return RuntimeError(f"{message} ({code})")
+    exception, names_the_call = _EXCEPTIONS[code]
+    return exception(message if names_the_call else details)
