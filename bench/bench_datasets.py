@@ -13,7 +13,9 @@ directly, dm-reverb over its in-process gRPC server) and in another process
 ("remote": gRPC over 127.0.0.1 for both). Tables hold 10,000 items, Uniform
 sampling. dm-reverb is measured when ``import reverb`` works here (dm-reverb
 0.14 needs TF 2.15 and Python <= 3.11); otherwise the table says it is absent.
-Rates are medians of 3 timed runs of a fresh dataset after 5 warm-up batches.
+Rates are medians of 3 timed runs of a fresh dataset after 5 warm-up batches;
+both libraries' tables are up at once and their runs take turns, so that a
+slow spell of a shared machine falls on both.
 
 Target (issue 14): >= 2x dm-reverb's dataset throughput in both modes.
 
@@ -23,12 +25,14 @@ Usage: python bench/bench_datasets.py [--quick] [--only NAME ...] [--no-reverb]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fnmatch
 import json
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -39,6 +43,7 @@ BATCH = 256
 IN_FLIGHT = 512
 ITEMS = 10_000
 TARGET = 2.0
+RUNS = 3
 
 # Step and item layouts of each workload: column -> (per-step shape, dtype).
 WORKLOADS = {
@@ -156,14 +161,18 @@ def rate(lib: str, port: int, workload: str, shape: str, seconds: float) -> floa
     return samples / (time.perf_counter() - start)
 
 
-def measure(lib: str, mode: str, workload: str, shape: str, seconds: float) -> float:
+@contextlib.contextmanager
+def served(lib: str, mode: str, workload: str) -> Iterator[int]:
+    """The port of a filled table of ``lib``'s, served in this process
+    (embedded) or another (remote), until the block ends."""
     if mode == "embedded":
         server, port = start_server(lib)
         try:
             fill(lib, port, workload)
-            return statistics.median(rate(lib, port, workload, shape, seconds) for _ in range(3))
+            yield port
         finally:
             server.stop()
+        return
     process = subprocess.Popen(
         [sys.executable, "-c", SERVER, lib, workload, sys.path[0]],
         stdin=subprocess.PIPE,
@@ -173,12 +182,24 @@ def measure(lib: str, mode: str, workload: str, shape: str, seconds: float) -> f
     )
     assert process.stdin is not None and process.stdout is not None
     try:
-        port = int(process.stdout.readline())
-        return statistics.median(rate(lib, port, workload, shape, seconds) for _ in range(3))
+        yield int(process.stdout.readline())
     finally:
         process.stdin.close()
         process.wait(timeout=60)
         process.stdout.close()
+
+
+def measure(libs: list[str], mode: str, workload: str, shape: str, seconds: float) -> list[float]:
+    """Median samples/s of each library's, their timed runs taking turns
+    (both tables are up at once, the idle one waits), so that a slow spell
+    of this shared machine falls on both rather than on one."""
+    rates: dict[str, list[float]] = {lib: [] for lib in libs}
+    with contextlib.ExitStack() as stack:
+        ports = {lib: stack.enter_context(served(lib, mode, workload)) for lib in libs}
+        for _ in range(RUNS):
+            for lib in libs:
+                rates[lib].append(rate(lib, ports[lib], workload, shape, seconds))
+    return [statistics.median(rates[lib]) for lib in libs]
 
 
 def main() -> None:
@@ -205,11 +226,10 @@ def main() -> None:
                 name = f"{mode}/{workload}/{shape}"
                 if args.only and not any(fnmatch.fnmatchcase(name, p) for p in args.only):
                     continue
-                ours = measure("resound", mode, workload, shape, seconds)
+                libs = ["resound", "reverb"] if has_reverb else ["resound"]
+                ours, reference = [*measure(libs, mode, workload, shape, seconds), 0.0][:2]
                 print(f"  {name:24s} resound {fmt_rate(ours):>10s}", flush=True)
-                reference = 0.0
                 if has_reverb:
-                    reference = measure("reverb", mode, workload, shape, seconds)
                     print(f"  {name:24s} reverb  {fmt_rate(reference):>10s}", flush=True)
                 ratio = ours / reference if reference else float("nan")
                 met = "-" if not reference else ("yes" if ratio >= TARGET else "NO")
@@ -219,7 +239,7 @@ def main() -> None:
                 rows.append([mode, workload, shape, ours, reference, ratio, target, met])
     print_table(
         f"TrajectoryDataset samples/s, .batch({BATCH}).as_numpy_iterator(), "
-        f"max_in_flight_samples_per_worker={IN_FLIGHT} (medians of 3)",
+        f"max_in_flight_samples_per_worker={IN_FLIGHT} (medians of {RUNS}, in turns)",
         ["mode", "workload", "pipeline", "resound", "dm-reverb", "ratio", "target", "met"],
         [
             [
