@@ -302,7 +302,8 @@ class ReplayServicer:
         timeout = request.timeout_seconds
         if math.isnan(timeout):
             raise _StatusError(grpc.StatusCode.INVALID_ARGUMENT, "timeout_seconds must not be NaN")
-        deadline = None if timeout < 0 else (arrived or time.monotonic()) + timeout
+        start = time.monotonic() if arrived is None else arrived
+        deadline = None if timeout < 0 else start + timeout
         while True:
             self._check_running()
             wait = _WAIT_SLICE_SECONDS
