@@ -361,6 +361,8 @@ them, items in order) whose chunks are live in `store`.)doc");
       .def_readonly("closed", &TableInfo::closed);
 
   m.attr("MAX_SAMPLES_PER_CALL") = Table::kMaxSamplesPerCall;
+  m.attr("WAKE_INSERTS") = WakeSignal::kInserts;
+  m.attr("WAKE_SAMPLES") = WakeSignal::kSamples;
 
   py::class_<Table, std::shared_ptr<Table>>(m, "Table", R"doc(
 A bounded set of prioritized items over shared chunks, with a sampler, a
@@ -549,6 +551,14 @@ allows.)doc")
           py::arg("updates") = py::none(), py::arg("deletes") = py::none(),
           R"doc(Applies priority updates and deletes all-or-nothing; missing keys are
 ignored. Returns (num_updated, num_deleted).)doc")
+      // The event-driven server's waits (see resound/wake_signal.h). These
+      // keep the GIL: each takes the table lock for a moment only.
+      .def("arm_wake", &Table::ArmWake, py::arg("side"),
+           R"doc(Arms side WAKE_INSERTS or WAKE_SAMPLES: wake_fd turns readable once it may
+proceed or the table closes. False (nothing armed) when that is already so.)doc")
+      .def_property_readonly("wake_fd", &Table::wake_fd,
+                             "A descriptor to watch for reading (owned by the table).")
+      .def("take_wakes", &Table::TakeWakes, "The sides raised since the last call; drains wake_fd.")
       .def("reset", &Table::Reset, py::call_guard<py::gil_scoped_release>())
       .def("close", &Table::Close, py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("closed", [](const Table& t) {

@@ -137,6 +137,27 @@ void RateLimiter::NotifyWaiters() noexcept {
   // still blocked) free of futex calls.
   if (waiting_inserts_ > 0 && (cancelled_ || AllowsInserts(1))) insert_cv_.notify_all();
   if (waiting_samples_ > 0 && (cancelled_ || AllowsSamples(1))) sample_cv_.notify_all();
+  if (armed_ != 0) {
+    const uint32_t ready = ReadySides(armed_);
+    if (ready != 0) {
+      armed_ &= ~ready;
+      wake_->Raise(ready);
+    }
+  }
+}
+
+uint32_t RateLimiter::ReadySides(uint32_t sides) const noexcept {
+  uint32_t ready = 0;
+  if ((sides & WakeSignal::kInserts) != 0 && (cancelled_ || AllowsInserts(1))) ready |= WakeSignal::kInserts;
+  if ((sides & WakeSignal::kSamples) != 0 && (cancelled_ || AllowsSamples(1))) ready |= WakeSignal::kSamples;
+  return ready;
+}
+
+bool RateLimiter::ArmWake(WakeSignal& signal, uint32_t side) noexcept {
+  if (ReadySides(side) != 0) return false;
+  wake_ = &signal;
+  armed_ |= side;
+  return true;
 }
 
 void RateLimiter::RecordInsert() noexcept {
@@ -173,6 +194,10 @@ void RateLimiter::Cancel() noexcept {
   cancelled_ = true;
   insert_cv_.notify_all();
   sample_cv_.notify_all();
+  if (armed_ != 0) {
+    wake_->Raise(armed_);
+    armed_ = 0;
+  }
 }
 
 template <typename Ready>

@@ -23,6 +23,7 @@
 #include <utility>
 
 #include "resound/deadline.h"
+#include "resound/wake_signal.h"
 
 namespace resound {
 
@@ -96,8 +97,16 @@ class RateLimiter {
   // The same for one sample.
   bool AwaitCanSample(std::unique_lock<std::mutex>& lock, const Deadline& deadline);
 
-  // Fails every current and future wait with CancelledError.
+  // Fails every current and future wait with CancelledError (and raises
+  // every armed wake).
   void Cancel() noexcept;
+
+  // For waiters outside the limiter (an event loop, see wake_signal.h):
+  // raises `side` (WakeSignal::kInserts or kSamples) on `signal` once one
+  // insert (or sample) is allowed or the limiter is cancelled, then disarms
+  // it. Returns false, arming nothing, when that is already the case. One
+  // signal per limiter; needs the table lock like the counter updates.
+  bool ArmWake(WakeSignal& signal, uint32_t side) noexcept;
   bool cancelled() const noexcept { return cancelled_; }
 
   RateLimiterInfo Info() const noexcept;
@@ -107,6 +116,8 @@ class RateLimiter {
   bool AllowsInserts(int64_t n) const noexcept;
   bool AllowsSamples(int64_t n) const noexcept;
   void NotifyWaiters() noexcept;
+  // The armed sides that may proceed now (all of them once cancelled).
+  uint32_t ReadySides(uint32_t sides) const noexcept;
   template <typename Ready>
   bool Await(std::unique_lock<std::mutex>& lock, const Deadline& deadline, std::condition_variable& cv,
              int64_t& waiting, int64_t& blocked, const char* what, Ready ready);
@@ -120,6 +131,8 @@ class RateLimiter {
   int64_t waiting_samples_ = 0;
   int64_t blocked_inserts_ = 0;
   int64_t blocked_samples_ = 0;
+  WakeSignal* wake_ = nullptr;
+  uint32_t armed_ = 0;  // WakeSignal bits
 };
 
 }  // namespace resound

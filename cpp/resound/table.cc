@@ -321,6 +321,31 @@ void Table::Close() noexcept {
   limiter_.Cancel();
 }
 
+bool Table::ArmWake(uint32_t side) {
+  if (side != WakeSignal::kInserts && side != WakeSignal::kSamples) {
+    throw InvalidArgumentError("side must be WakeSignal::kInserts (1) or kSamples (2), got " + std::to_string(side));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!wake_) wake_ = std::make_unique<WakeSignal>();
+  return limiter_.ArmWake(*wake_, side);
+}
+
+int Table::wake_fd() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!wake_) wake_ = std::make_unique<WakeSignal>();
+  return wake_->fd();
+}
+
+uint32_t Table::TakeWakes() {
+  WakeSignal* wake = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    wake = wake_.get();
+  }
+  // Made once and never replaced, so it outlives the lock.
+  return wake == nullptr ? 0 : wake->Take();
+}
+
 bool Table::closed() const {
   std::lock_guard<std::mutex> lock(mu_);
   return closed_;

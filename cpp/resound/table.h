@@ -29,6 +29,7 @@
 #include "resound/rate_limiter.h"
 #include "resound/selectors/slot_selector.h"
 #include "resound/table_types.h"
+#include "resound/wake_signal.h"
 
 namespace resound {
 
@@ -101,6 +102,19 @@ class Table {
 
   bool CanInsert(int64_t n) const;
   bool CanSample(int64_t n) const;
+
+  // For event-driven servers, which wait without a thread (see
+  // wake_signal.h). ArmWake(side) arranges for the wake descriptor to turn
+  // readable, with `side` (WakeSignal::kInserts or kSamples) raised, once
+  // that side may proceed or the table closes; it returns false and arms
+  // nothing when that is already the case, so a caller that armed after a
+  // failed try cannot miss the change between the two. The descriptor and
+  // its signal are made on first use and live as long as the table.
+  bool ArmWake(uint32_t side);
+  int wake_fd();
+  // The sides raised since the last call (see WakeSignal::Take).
+  uint32_t TakeWakes();
+
   int64_t size() const;
   TableInfo Info() const;
   // References to every item in insertion order, taken under the lock; the
@@ -163,6 +177,7 @@ class Table {
   int64_t num_unique_samples_ = 0;
   uint64_t next_sequence_ = 0;
   bool closed_ = false;
+  std::unique_ptr<WakeSignal> wake_;  // made by the first ArmWake or wake_fd
 };
 
 }  // namespace resound
