@@ -382,8 +382,10 @@ def test_a_stopped_server_ends_its_serving_threads():
     client = resound.Client(f"127.0.0.1:{server.port}", transport="grpc")
     client.insert({"x": np.ones(2, np.float32)}, priorities={"q": 1.0})
     assert len(list(client.sample("q", 1, emit_timesteps=False))) == 1
-    serving = [t for t in set(threading.enumerate()) - before if t.name.startswith("resound_")]
-    assert serving  # the calls above ran on the server's pool
+    client.checkpoint()  # runs on a worker thread of the server's
+    serving = {t.name.rstrip("_0123456789") for t in set(threading.enumerate()) - before}
+    assert {"resound-grpc-loop", "resound-worker"} <= serving
+    serving = [t for t in set(threading.enumerate()) - before if t.name.startswith("resound-")]
     server.stop()
     for thread in serving:
         thread.join(SAFETY)

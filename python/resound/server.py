@@ -27,7 +27,6 @@ import socket
 import threading
 import weakref
 from collections.abc import Sequence
-from concurrent import futures
 from typing import TYPE_CHECKING, Any
 
 from resound._transport import MAX_MESSAGE_BYTES
@@ -66,9 +65,6 @@ def find_local_server(address: str) -> Server | None:
     return server if server is not None and server.running else None
 
 
-# Threads serving calls: each open insert or sample stream holds one while it
-# lasts, so this bounds the concurrent streams (more wait for a thread).
-_MAX_WORKERS = 64
 _STOP_GRACE_SECONDS = 1.0
 
 
@@ -206,42 +202,30 @@ class Server:
             checkpointer.load_latest(tables)
         self._stopped = threading.Event()
         self._port: int | None = None
-        self._grpc: Any = None
-        self._executor: futures.ThreadPoolExecutor | None = None
+        self._serving: Any = None  # the ServingLoop of a listening server
         if listen:
             self._port = self._serve(host, 0 if port is None else port)
             with _registry_lock:
                 _servers_by_port[self._port] = self
 
     def _serve(self, host: str, port: int) -> int:
-        import grpc
-
         keep_message_buffers_warm()
 
         from resound._service.servicer import ReplayServicer
+        from resound._service.serving_loop import ServingLoop
         from resound._transport.remote import CHANNEL_OPTIONS
 
-        self._executor = futures.ThreadPoolExecutor(
-            max_workers=_MAX_WORKERS, thread_name_prefix="resound"
-        )
-        server = grpc.server(
-            self._executor,
-            handlers=[ReplayServicer(self).handler()],
-            options=[
+        serving = ServingLoop(
+            ReplayServicer(self),
+            [
                 *(o for o in CHANNEL_OPTIONS if o[0] != "grpc.max_receive_message_length"),
                 ("grpc.max_receive_message_length", self._max_message_bytes),
                 # A port another server holds is an error, not a shared port.
                 ("grpc.so_reuseport", 0),
             ],
         )
-        address = _bind_address(host, port)
-        try:
-            if self._tls is None:
-                bound = server.add_insecure_port(address)
-            else:
-                bound = server.add_secure_port(address, self._tls.credentials())
-        except RuntimeError:  # grpcio >= 1.63 raises instead of returning 0
-            bound = 0
+        credentials = None if self._tls is None else self._tls.credentials()
+        bound = serving.start(_bind_address(host, port), credentials)
         if bound == 0:
             tls_hint = ""
             if self._tls is not None:
@@ -251,8 +235,7 @@ class Server:
                 f"another process), or host {host!r} is not an address of this machine"
                 f"{tls_hint}"
             )
-        server.start()
-        self._grpc = server
+        self._serving = serving
         _stop_servers_at_exit()
         return bound
 
@@ -319,15 +302,12 @@ class Server:
         self._stopped.set()
         for table in self._tables.values():
             table._core.close()
-        if self._grpc is not None:
-            # The grace lets handlers end their calls with CANCELLED ("the
-            # server stopped", which clients do not retry): those blocked in
-            # a table woke up when it closed, idle streams notice within a
-            # wait slice. Calls still running after it are cut off.
-            self._grpc.stop(grace=_STOP_GRACE_SECONDS).wait()
-        if self._executor is not None:
-            # grpc does not end the threads of the pool it was given.
-            self._executor.shutdown(wait=False)
+        if self._serving is not None:
+            # Calls still running end with CANCELLED ("the server stopped",
+            # which clients do not retry): those waiting for a table woke
+            # when it closed, the others are cancelled. The grace lets their
+            # answers go out; calls still running after it are cut off.
+            self._serving.stop(grace=_STOP_GRACE_SECONDS)
         if self._port is not None:
             with _registry_lock:
                 if _servers_by_port.get(self._port) is self:

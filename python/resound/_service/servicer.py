@@ -3,18 +3,24 @@
 Every request is validated before it reaches a table (unknown tables, chunk
 metadata, slices, priorities, signatures — the core checks what it stores)
 and answered with a status code and a message; a bad request never changes a
-table. Waits for rate limiters run in the core without the GIL, in slices, so
-a handler notices a cancelled call or a stopped server within a slice.
+table.
+
+The handlers are coroutines on the server's event loop (grpc.aio; see
+serving_loop.py), so an open stream or a waiting call costs memory, not a
+thread. Inserts and samples try the core without waiting; when the rate
+limiter holds one up, it waits in the table's queue (table_waits.py) until
+the core says the table may proceed. Checkpoints, which write files, run on
+a worker thread. Stopping the server cancels every handler still running,
+which then ends its call with CANCELLED ("the server stopped").
 """
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import math
-import queue
-import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -22,6 +28,7 @@ import numpy as np
 
 from resound import _core, _proto
 from resound._service import wire
+from resound._service.table_waits import TableWaits
 from resound.errors import CancelledError, DeadlineExceededError, NotFoundError
 from resound.table import shared_chunk_store
 
@@ -30,9 +37,9 @@ if TYPE_CHECKING:
 
 __all__ = ["ReplayServicer"]
 
-# The longest single wait in the core before a handler looks again whether
-# its call is still wanted.
-_WAIT_SLICE_SECONDS = 0.1
+# Read-ahead of a SampleStream's requests: enough that the next request's
+# arrival time is known while this one is answered.
+_STREAM_INBOX = 2
 # Sample responses are cut at about this many payload bytes: gRPC messages
 # must stay below the channel's limit, and smaller ones stream sooner.
 _RESPONSE_BYTES = 16 << 20
@@ -81,11 +88,18 @@ def _status_of(error: BaseException) -> tuple[grpc.StatusCode, str]:
 
 
 class ReplayServicer:
-    """Serves one Server's tables; ``handler()`` plugs it into a grpc.Server."""
+    """Serves one Server's tables; ``handler()`` plugs it into a grpc.aio
+    server, whose loop runs every handler. ``stop()`` (on the loop) ends the
+    calls still running."""
 
     def __init__(self, server: Server) -> None:
         self._server = server
         self._store = shared_chunk_store()
+        self._waits: dict[str, TableWaits] = {}
+        # Calls parked where they wait for their client or a table; the
+        # others are running and check the server on their next step.
+        self._parked: set[asyncio.Task[Any]] = set()
+        self._stopping = False
 
     def handler(self) -> grpc.GenericRpcHandler:
         P = _proto  # noqa: N806
@@ -132,34 +146,76 @@ class ReplayServicer:
             },
         )
 
+    def stop(self) -> None:
+        """Ends every call still running (on the loop, after the tables
+        closed) with CANCELLED, "the server stopped": the parked ones are
+        cancelled, the others see it before they park again. Only parked
+        calls are cancelled: a cancellation inside gRPC's own code (a
+        response being written) would cut the call off without a status."""
+        self._stopping = True
+        for task in list(self._parked):
+            task.cancel()
+        for waits in self._waits.values():
+            waits.close()
+
     # --- error handling: every failure becomes a status, never a crash
 
-    @staticmethod
-    def _guard(method: Any) -> Any:
-        def call(request: Any, context: grpc.ServicerContext) -> Any:
+    def _guard(self, method: Callable[[Any, Any], Awaitable[Any]]) -> Any:
+        async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
             if isinstance(request, _Malformed):
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.what)
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.what)
             try:
-                return method(request, context)
+                return await method(request, context)
             except Exception as error:  # noqa: BLE001 - reported to the client
-                context.abort(*_status_of(error))
+                await context.abort(*_status_of(error))
 
         return call
 
-    @staticmethod
-    def _guard_stream(method: Any) -> Any:
-        def call(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+    def _guard_stream(self, method: Callable[[Any, Any], AsyncIterator[Any]]) -> Any:
+        async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             if isinstance(request, _Malformed):
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.what)
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.what)
+            status = None
             try:
-                yield from method(request, context)
+                async for response in method(request, context):
+                    yield response
+            except asyncio.CancelledError:
+                if not self._stopping:
+                    raise  # the client went away: nobody to answer
+                status = (grpc.StatusCode.CANCELLED, "the server stopped")
             except Exception as error:  # noqa: BLE001 - reported to the client
-                context.abort(*_status_of(error))
+                status = _status_of(error)
+            if status is not None:
+                await context.abort(*status)
 
         return call
+
+    async def _parked_on(self, awaitable: Awaitable[Any]) -> Any:
+        """Awaits what a call waits for (its client's next message, a
+        table), where stopping the server may cancel it."""
+        try:
+            self._check_running()
+        except _StatusError:
+            close = getattr(awaitable, "close", None)
+            if close is not None:
+                close()  # never awaited, by design
+            raise
+        task = asyncio.current_task()
+        assert task is not None
+        self._parked.add(task)
+        try:
+            return await awaitable
+        finally:
+            self._parked.discard(task)
 
     def _table(self, name: str) -> Any:
         return self._server.table(name)._core  # NotFoundError names the tables
+
+    def _waits_of(self, name: str, table: Any) -> TableWaits:
+        waits = self._waits.get(name)
+        if waits is None:
+            waits = self._waits[name] = TableWaits(table, asyncio.get_running_loop())
+        return waits
 
     def _check_running(self) -> None:
         # CANCELLED, not UNAVAILABLE: clients retry UNAVAILABLE (a lost
@@ -169,9 +225,16 @@ class ReplayServicer:
 
     # --- Insert
 
-    def insert(self, requests: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
+    async def insert(
+        self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[Any]:
         holder = _core.ChunkHolder()  # the chunks this stream keeps
-        for _, raw in _polled(requests, context, self._check_running):
+        incoming = aiter(requests)
+        while True:
+            try:
+                raw = await self._parked_on(anext(incoming))
+            except StopAsyncIteration:
+                return
             request, payloads = self._decode_insert(raw)
             self._add_chunks(holder, request.chunks, payloads)
             items = request.items
@@ -184,8 +247,8 @@ class ReplayServicer:
                 priorities, trajectories, runs = _item_batch(items, len(keys))
                 try:
                     for table, begin, end in runs:
-                        for inserted in self._insert(  # noqa: B007 - used after the loop
-                            table, keys, priorities, trajectories, holder, begin, end, context
+                        async for inserted in self._insert(  # noqa: B007 - used after the loop
+                            table, keys, priorities, trajectories, holder, begin, end
                         ):
                             if inserted > confirmed:
                                 yield _proto.InsertResponse(
@@ -229,7 +292,7 @@ class ReplayServicer:
         except ValueError as error:
             raise _StatusError(grpc.StatusCode.INVALID_ARGUMENT, str(error)) from None
 
-    def _insert(
+    async def _insert(
         self,
         table_name: str,
         keys: np.ndarray,
@@ -238,60 +301,74 @@ class ReplayServicer:
         holder: Any,
         begin: int,
         end: int,
-        context: grpc.ServicerContext,
-    ) -> Iterator[int]:
+    ) -> AsyncIterator[int]:
         """Inserts items [begin, end) of a request into ``table_name``; while
-        the rate limiter holds them up, yields how far they got."""
+        the rate limiter holds them up, yields how far they got (and waits
+        for the table without a thread)."""
         table = self._table(table_name)
         done = begin
-        while done < end:
-            try:
-                done += table.insert_packed(
-                    keys, priorities, trajectories, holder, done, end, _WAIT_SLICE_SECONDS
-                )
-            except DeadlineExceededError as error:
-                done += error.num_inserted
-                if not context.is_active():
-                    raise _StatusError(grpc.StatusCode.CANCELLED, "the client went away") from None
+        woken = False
+        try:
+            while True:
+                try:
+                    done += table.insert_packed(
+                        keys, priorities, trajectories, holder, done, end, 0.0
+                    )
+                    return
+                except DeadlineExceededError as error:
+                    done += error.num_inserted
                 self._check_running()
-                yield done
+                yield done  # how far it got before the limiter held it up
+                waits = self._waits_of(table_name, table)
+                first, woken = woken, False
+                woken = await self._parked_on(waits.wait(_core.WAKE_INSERTS, None, first))
+        finally:
+            if woken:
+                self._waits_of(table_name, table).pass_on(_core.WAKE_INSERTS)
 
     # --- Sample
 
-    def sample(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
-        batch = self._take(request, context)
-        if batch is not None:
-            yield from _sample_responses(batch, request.max_per_response)
+    async def sample(self, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        del context
+        batch = await self._take(request, time.monotonic())
+        for response in _sample_responses(batch, request.max_per_response):
+            yield response
 
-    def sample_stream(
-        self, requests: Iterator[Any], context: grpc.ServicerContext
-    ) -> Iterator[Any]:
+    async def sample_stream(
+        self, requests: AsyncIterator[Any], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[Any]:
         """Answers each request of the stream in turn (see the proto): a
         dataset's fetches cost one message each way instead of a call, which
         costs both ends far more CPU than the message (about 0.8 ms here on
         the server and 0.6 ms on the client)."""
-        for arrived, request in _polled(requests, context, self._check_running):
-            if isinstance(request, _Malformed):
-                raise _StatusError(grpc.StatusCode.INVALID_ARGUMENT, request.what)
-            try:
-                # The timeout counts from the request's arrival, as a call's
-                # would: requests queued behind a wait end with it instead
-                # of waiting in turn (and taking samples from a client that
-                # gave up meanwhile).
-                batch = self._take(request, context, arrived)
-            except DeadlineExceededError:
-                yield _TIMED_OUT
-                continue
-            if batch is None:
-                return
-            yield from _sample_responses(batch, request.max_per_response, mark_end=True)
+        del context
+        inbox: asyncio.Queue[Any] = asyncio.Queue(_STREAM_INBOX)
+        reader = asyncio.ensure_future(_read_into(requests, inbox))
+        try:
+            while (arrival := await self._parked_on(inbox.get())) is not _END:
+                if isinstance(arrival, BaseException):
+                    raise arrival
+                arrived, request = arrival
+                if isinstance(request, _Malformed):
+                    raise _StatusError(grpc.StatusCode.INVALID_ARGUMENT, request.what)
+                try:
+                    # The timeout counts from the request's arrival, as a
+                    # call's would: requests queued behind a wait end with it
+                    # instead of waiting in turn (and taking samples from a
+                    # client that gave up meanwhile).
+                    batch = await self._take(request, arrived)
+                except DeadlineExceededError:
+                    yield _TIMED_OUT
+                    continue
+                for response in _sample_responses(batch, request.max_per_response, mark_end=True):
+                    yield response
+        finally:
+            reader.cancel()
 
-    def _take(
-        self, request: Any, context: grpc.ServicerContext, arrived: float | None = None
-    ) -> Any:
-        """The sample batch a SampleRequest asks for; None if the client went
-        away while it waited. DeadlineExceededError once its timeout, from
-        ``arrived`` (time.monotonic(); None: now), ran out."""
+    async def _take(self, request: Any, arrived: float) -> Any:
+        """The sample batch a SampleRequest asks for, waiting for the rate
+        limiter without a thread. DeadlineExceededError once its timeout,
+        counted from ``arrived`` (time.monotonic()), ran out."""
         table = self._table(request.table)
         if request.num_samples < 1:
             raise _StatusError(
@@ -302,26 +379,35 @@ class ReplayServicer:
         timeout = request.timeout_seconds
         if math.isnan(timeout):
             raise _StatusError(grpc.StatusCode.INVALID_ARGUMENT, "timeout_seconds must not be NaN")
-        start = time.monotonic() if arrived is None else arrived
-        deadline = None if timeout < 0 else start + timeout
-        while True:
-            self._check_running()
-            wait = _WAIT_SLICE_SECONDS
-            if deadline is not None:
-                wait = min(wait, max(0.0, deadline - time.monotonic()))
-            try:
-                batch = table.sample(count, wait)
-                break
-            except DeadlineExceededError:
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise
-                if not context.is_active():
-                    return None
-        return batch
+        deadline = None if timeout < 0 else arrived + timeout
+        woken = False
+        try:
+            while True:
+                self._check_running()
+                try:
+                    return table.sample(count, 0.0)
+                except DeadlineExceededError:
+                    pass
+                remaining = None
+                if deadline is not None:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise DeadlineExceededError(
+                            f"no sample of table {request.table!r} within {timeout} s"
+                        ) from None
+                waits = self._waits_of(request.table, table)
+                first, woken = woken, False
+                try:
+                    woken = await self._parked_on(waits.wait(_core.WAKE_SAMPLES, remaining, first))
+                except asyncio.TimeoutError:
+                    continue  # the try above gets its last chance, then the deadline ends it
+        finally:
+            if woken:
+                self._waits_of(request.table, table).pass_on(_core.WAKE_SAMPLES)
 
     # --- unary calls
 
-    def mutate_priorities(self, request: Any, context: grpc.ServicerContext) -> Any:
+    async def mutate_priorities(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         del context
         table = self._table(request.table)
         if len(request.update_keys) != len(request.update_priorities):
@@ -334,12 +420,12 @@ class ReplayServicer:
         updated, deleted = table.mutate_priorities(updates, list(request.delete_keys))
         return _proto.MutatePrioritiesResponse(num_updated=updated, num_deleted=deleted)
 
-    def reset(self, request: Any, context: grpc.ServicerContext) -> Any:
+    async def reset(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         del context
         self._table(request.table).reset()
         return _proto.ResetResponse()
 
-    def server_info(self, request: Any, context: grpc.ServicerContext) -> Any:
+    async def server_info(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         del request, context
         tables = [
             wire.table_info_message(table.info, table.signature)
@@ -347,11 +433,12 @@ class ReplayServicer:
         ]
         return _proto.ServerInfoResponse(tables=tables)
 
-    def checkpoint(self, request: Any, context: grpc.ServicerContext) -> Any:
+    async def checkpoint(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         del request, context
         self._check_running()
         try:
-            path = self._server.checkpoint()
+            # Writing files: on a worker thread, the loop serves on meanwhile.
+            path = await asyncio.get_running_loop().run_in_executor(None, self._server.checkpoint)
         except OSError as error:
             # The disk, not the request: full (RESOURCE_EXHAUSTED) or not
             # writable (FAILED_PRECONDITION). The client raises OSError.
@@ -367,52 +454,20 @@ _END = object()
 _TIMED_OUT = _proto.SampleResponse(end_of_request=True, timed_out=True).SerializeToString()
 
 
-def _polled(
-    requests: Iterator[Any], context: grpc.ServicerContext, check: Any
-) -> Iterator[tuple[float, Any]]:
-    """(arrival time, request) of each request of a stream (time.monotonic()
-    when it was read), read on a thread of their own so that the
-    handler can call ``check`` (which raises once the server stops) while the
-    client sends nothing: a stopping server then ends idle streams with a
-    status of its choice instead of a dropped connection. The small inbox
-    gives a fast client back-pressure."""
-    inbox: queue.Queue[Any] = queue.Queue(maxsize=2)
-    done = threading.Event()
-
-    def read() -> None:
-        try:
-            for request in requests:
-                while not done.is_set():
-                    try:
-                        inbox.put((time.monotonic(), request), timeout=_WAIT_SLICE_SECONDS)
-                        break
-                    except queue.Full:
-                        continue
-        except Exception:  # noqa: BLE001, S110 - the call ended; the handler sees it inactive
-            pass
-        finally:
-            while not done.is_set():
-                try:
-                    inbox.put(_END, timeout=_WAIT_SLICE_SECONDS)
-                    break
-                except queue.Full:
-                    continue
-
-    threading.Thread(target=read, name="resound-stream-reader", daemon=True).start()
+async def _read_into(requests: AsyncIterator[Any], inbox: asyncio.Queue[Any]) -> None:
+    """Puts (arrival time, request) of each request of a stream into
+    ``inbox`` (time.monotonic() when it was read), then _END, or the error
+    that ended the reading. The bounded inbox gives a fast client
+    back-pressure."""
     try:
-        while True:
-            check()
-            try:
-                request = inbox.get(timeout=_WAIT_SLICE_SECONDS)
-            except queue.Empty:
-                if not context.is_active():
-                    return
-                continue
-            if request is _END:
-                return
-            yield request
-    finally:
-        done.set()
+        async for request in requests:
+            await inbox.put((time.monotonic(), request))
+    except asyncio.CancelledError:
+        raise
+    except Exception as error:  # noqa: BLE001 - handed to the handler
+        await inbox.put(error)
+        return
+    await inbox.put(_END)
 
 
 def _item_batch(items: Any, count: int) -> tuple[np.ndarray, Any, list[tuple[str, int, int]]]:

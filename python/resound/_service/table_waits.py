@@ -1,0 +1,113 @@
+"""Calls waiting for a table's rate limiter on the server's event loop, with
+no thread per wait.
+
+A handler tries its insert or sample without waiting; when the limiter holds
+it up, it waits here. Each table and side (inserts, samples) has a queue of
+waiters in arrival order. The core arms the table's wake descriptor
+(``Table.arm_wake``) and makes it readable once that side may proceed; the
+loop then wakes the first waiter only. That waiter retries and, whatever the
+outcome, passes the turn on (``pass_on``): the next waiter is woken at once
+if the side may still proceed, or when the core says so again. So a table
+that lets one sample through wakes one waiter, not thousands, and waiters
+are served in the order they came.
+
+Example (inside a handler on the loop):
+    >>> waits = TableWaits(table_core, loop)  # doctest: +SKIP
+    >>> woken = False
+    >>> try:  # doctest: +SKIP
+    ...     while (batch := try_sample()) is None:
+    ...         woken = False
+    ...         woken = await waits.wait(_core.WAKE_SAMPLES, remaining_seconds(), woken)
+    ... finally:
+    ...     if woken:
+    ...         waits.pass_on(_core.WAKE_SAMPLES)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from typing import Any
+
+from resound import _core
+
+__all__ = ["TableWaits"]
+
+_SIDES = (_core.WAKE_INSERTS, _core.WAKE_SAMPLES)
+
+
+class TableWaits:
+    """The waiters of one table (``table_core``: its ``_core.Table``), all on
+    ``loop``, which must be the running loop of every call."""
+
+    def __init__(self, table_core: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self._table = table_core
+        self._loop = loop
+        self._queues: dict[int, deque[asyncio.Future[None]]] = {side: deque() for side in _SIDES}
+        self._watching = False
+
+    def __len__(self) -> int:
+        return sum(len(queue) for queue in self._queues.values())
+
+    async def wait(self, side: int, timeout: float | None, first: bool = False) -> bool:
+        """Waits until ``side`` may proceed: True once it may (the caller then
+        holds the turn and must ``pass_on`` after its retry), also when it
+        may already. asyncio.TimeoutError when ``timeout`` seconds (None:
+        no limit) passed first. ``first`` puts the caller at the head of
+        the queue: a woken waiter whose retry found the side held up again
+        keeps its place."""
+        if not self._table.arm_wake(side):
+            return True
+        if not self._watching:
+            self._loop.add_reader(self._table.wake_fd, self._on_wake)
+            self._watching = True
+        future: asyncio.Future[None] = self._loop.create_future()
+        queue = self._queues[side]
+        if first:
+            queue.appendleft(future)
+        else:
+            queue.append(future)
+        try:
+            if timeout is None:
+                await future
+            else:
+                await asyncio.wait_for(future, max(0.0, timeout))
+        except BaseException:
+            if future.done() and not future.cancelled():
+                self.pass_on(side)  # woken, but leaving: the next one's turn
+            else:
+                future.cancel()
+                with contextlib.suppress(ValueError):  # already taken off by a wake
+                    queue.remove(future)
+            raise
+        return True
+
+    def pass_on(self, side: int) -> None:
+        """Ends a woken waiter's turn: wakes the next waiter now if ``side``
+        may still proceed, or arms the table to say when."""
+        queue = self._queues[side]
+        while queue and queue[0].done():
+            queue.popleft()
+        if queue and not self._table.arm_wake(side):
+            self._wake_first(side)
+
+    def close(self) -> None:
+        """Stops watching the table (the loop is about to end)."""
+        if self._watching:
+            self._loop.remove_reader(self._table.wake_fd)
+            self._watching = False
+
+    def _on_wake(self) -> None:
+        raised = self._table.take_wakes()
+        for side in _SIDES:
+            if raised & side:
+                self._wake_first(side)
+
+    def _wake_first(self, side: int) -> None:
+        queue = self._queues[side]
+        while queue:
+            future = queue.popleft()
+            if not future.done():
+                future.set_result(None)
+                return
