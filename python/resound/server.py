@@ -29,6 +29,10 @@ import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from resound._service.call_limits import (
+    DEFAULT_MAX_OPEN_CALLS,
+    DEFAULT_MAX_OPEN_CALLS_PER_CONNECTION,
+)
 from resound._transport import MAX_MESSAGE_BYTES
 from resound._transport.malloc_thresholds import keep_message_buffers_warm
 from resound.checkpointers import CheckpointerBase, default_checkpointer
@@ -127,6 +131,13 @@ class Server:
         (ResourceExhaustedError at its client) before it is buffered.
         Writers pack items into messages of up to 32 MiB of chunks, so only
         an item with larger chunks meets the limit.
+      max_open_calls: the most long-lived calls (insert streams, sample
+        calls waiting or streaming) open at once, from all clients (default
+        65,536). An open call costs memory (about 25 KB), no thread.
+      max_open_calls_per_connection: the same for one client connection
+        (default 8,192), so one client cannot take them all. A call past
+        either limit is refused at once: its client raises
+        ResourceExhaustedError naming the limit.
 
     A server that listens (like a remote client) sets glibc malloc's mmap and
     trim thresholds for its process (32 MB and 64 MB), so that the
@@ -147,6 +158,8 @@ class Server:
         tls: ServerTls | None = None,
         max_bytes: int | None = None,
         max_message_bytes: int | None = None,
+        max_open_calls: int | None = None,
+        max_open_calls_per_connection: int | None = None,
     ) -> None:
         if not tables:
             raise ValueError("At least one table must be provided")
@@ -194,6 +207,18 @@ class Server:
                 f"32 MiB of chunks), got {max_message_bytes!r}"
             )
         self._max_message_bytes = max_message_bytes or MAX_MESSAGE_BYTES
+        for name, value in (
+            ("max_open_calls", max_open_calls),
+            ("max_open_calls_per_connection", max_open_calls_per_connection),
+        ):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                raise ValueError(f"{name} must be an int >= 1 or None (the default), got {value!r}")
+        self._max_open_calls = max_open_calls or DEFAULT_MAX_OPEN_CALLS
+        self._max_open_calls_per_connection = (
+            max_open_calls_per_connection or DEFAULT_MAX_OPEN_CALLS_PER_CONNECTION
+        )
         self._tables = {table.name: table for table in tables}
         self._checkpointer = checkpointer
         self._checkpoint_lock = threading.Lock()
@@ -211,12 +236,14 @@ class Server:
     def _serve(self, host: str, port: int) -> int:
         keep_message_buffers_warm()
 
+        from resound._service.call_limits import CallLimits
         from resound._service.servicer import ReplayServicer
         from resound._service.serving_loop import ServingLoop
         from resound._transport.remote import CHANNEL_OPTIONS
 
+        limits = CallLimits(self._max_open_calls, self._max_open_calls_per_connection)
         serving = ServingLoop(
-            ReplayServicer(self),
+            ReplayServicer(self, limits),
             [
                 *(o for o in CHANNEL_OPTIONS if o[0] != "grpc.max_receive_message_length"),
                 ("grpc.max_receive_message_length", self._max_message_bytes),
@@ -248,6 +275,12 @@ class Server:
     def max_bytes(self) -> int | None:
         """The limit on chunk bytes that gRPC clients' inserts respect (None: none)."""
         return self._max_bytes
+
+    @property
+    def open_calls(self) -> int:
+        """Long-lived calls (insert streams, sample calls) open right now
+        (0 in embedded mode)."""
+        return 0 if self._serving is None else self._serving.open_calls
 
     @property
     def running(self) -> bool:

@@ -48,6 +48,8 @@ host = "127.0.0.1"
 port = 8000
 # max_bytes = 8_589_934_592    # refuse inserts past 8 GiB of chunks (default: no limit)
 # max_message_bytes = 67_108_864  # refuse request messages over 64 MiB (default 1 GiB)
+# max_open_calls = 65_536      # refuse insert streams and sample calls past this many open
+# max_open_calls_per_connection = 8_192  # the same for one client connection
 # tls_cert = "server.pem"      # TLS: the server's certificate chain and key (PEM)
 # tls_key = "server.key"
 # tls_client_ca = "ca.pem"     # and require client certificates signed by this CA
@@ -349,6 +351,19 @@ def _parser() -> argparse.ArgumentParser:
         "(suffixes K, M, G; default 1G)",
     )
     parser.add_argument(
+        "--max-open-calls",
+        type=int,
+        metavar="N",
+        help="refuse insert streams and sample calls past N open at once "
+        "(default 65536; each costs about 25 KB, no thread)",
+    )
+    parser.add_argument(
+        "--max-open-calls-per-connection",
+        type=int,
+        metavar="N",
+        help="the same for one client connection (default 8192)",
+    )
+    parser.add_argument(
         "--tls-cert", metavar="FILE", help="serve TLS only, with this certificate chain (PEM)"
     )
     parser.add_argument("--tls-key", metavar="FILE", help="the TLS certificate's key (PEM)")
@@ -428,7 +443,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not isinstance(server_config, dict):
             raise ConfigError("server must be a table ([server])")
         allowed = (
-            "host", "port", "max_bytes", "max_message_bytes", "tls_cert", "tls_key", "tls_client_ca"
+            "host", "port", "max_bytes", "max_message_bytes", "max_open_calls",
+            "max_open_calls_per_connection", "tls_cert", "tls_key", "tls_client_ca",
         )  # fmt: skip
         unknown = set(server_config) - set(allowed)
         if unknown:
@@ -445,7 +461,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ConfigError(f"server.port must be an integer in [1, 65535], got {port!r}")
         tls = _tls_settings(args, server_config)
         limits = {}
-        for key in ("max_bytes", "max_message_bytes"):
+        for key in (
+            "max_bytes", "max_message_bytes", "max_open_calls", "max_open_calls_per_connection"
+        ):  # fmt: skip
             value = getattr(args, key)
             value = server_config.get(key) if value is None else value
             limits[key] = _optional_positive(value, f"server.{key}")

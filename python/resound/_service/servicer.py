@@ -28,6 +28,7 @@ import numpy as np
 
 from resound import _core, _proto
 from resound._service import wire
+from resound._service.call_limits import CallLimits
 from resound._service.table_waits import TableWaits
 from resound.errors import CancelledError, DeadlineExceededError, NotFoundError
 from resound.table import shared_chunk_store
@@ -92,8 +93,9 @@ class ReplayServicer:
     server, whose loop runs every handler. ``stop()`` (on the loop) ends the
     calls still running."""
 
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: Server, limits: CallLimits) -> None:
         self._server = server
+        self._limits = limits
         self._store = shared_chunk_store()
         self._waits: dict[str, TableWaits] = {}
         # Calls parked where they wait for their client or a table; the
@@ -146,6 +148,11 @@ class ReplayServicer:
             },
         )
 
+    @property
+    def open_calls(self) -> int:
+        """Long-lived calls open right now."""
+        return self._limits.open
+
     def stop(self) -> None:
         """Ends every call still running (on the loop, after the tables
         closed) with CANCELLED, "the server stopped": the parked ones are
@@ -175,6 +182,10 @@ class ReplayServicer:
         async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             if isinstance(request, _Malformed):
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.what)
+            peer = context.peer()
+            refused = self._limits.admit(peer)
+            if refused is not None:
+                await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, refused)
             status = None
             try:
                 async for response in method(request, context):
@@ -185,6 +196,8 @@ class ReplayServicer:
                 status = (grpc.StatusCode.CANCELLED, "the server stopped")
             except Exception as error:  # noqa: BLE001 - reported to the client
                 status = _status_of(error)
+            finally:
+                self._limits.leave(peer)
             if status is not None:
                 await context.abort(*status)
 

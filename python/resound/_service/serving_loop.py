@@ -46,6 +46,11 @@ class ServingLoop:
         self._server: Any = None
         self._stopped = False
 
+    @property
+    def open_calls(self) -> int:
+        """Long-lived calls open right now (read from any thread)."""
+        return self._servicer.open_calls
+
     def start(self, address: str, credentials: grpc.ServerCredentials | None) -> int:
         """Serves on ``address`` and returns the bound port, or 0 if it could
         not be bound (the loop is then stopped again)."""

@@ -34,7 +34,9 @@ def means_unreachable(error: grpc.RpcError) -> bool:
     """Whether ``error`` means the server is not there (yet): wait for it."""
     if error.code() not in TRANSIENT:
         return False
-    details = (error.details() or "").lower()
+    # "tcp handshaker shutdown" is a TCP connect cut short (a server busy
+    # accepting hundreds of connections at once), not a refusal: wait.
+    details = (error.details() or "").lower().replace("tcp handshaker shutdown", "")
     return not any(refused in details for refused in _REFUSED_CONNECTION)
 
 
