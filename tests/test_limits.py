@@ -14,7 +14,7 @@ import pytest
 import resound
 from resound import _proto
 
-from conftest import SAFETY, ServerProcess, refused_start
+from conftest import SAFETY, ServerProcess, refused_start, wait_until
 
 P = _proto
 CONFIG = """
@@ -202,3 +202,33 @@ def test_the_server_command_takes_a_table_max_bytes(tmp_path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text(config.read_text().replace("65536", '"lots"'))
     assert "max_bytes must be an integer >= 1" in refused_start("--config", str(bad))
+
+
+def test_the_server_command_takes_the_open_call_and_inflight_limits(tmp_path) -> None:
+    config = tmp_path / "server.toml"
+    config.write_text(
+        "[server]\nmax_open_calls = 100\nmax_inflight_bytes = 1_000_000_000\n" + CONFIG
+    )
+    served = ServerProcess(
+        config, "--max-open-calls-per-connection", "2", "--max-inflight-bytes-per-connection", "64M"
+    )
+    try:
+        address = f"127.0.0.1:{served.wait_for(SERVING).group(1)}"
+        channel = grpc.insecure_channel(address)
+        request = P.SampleRequest(table="q", num_samples=1, timeout_seconds=-1.0)
+        sample = channel.unary_stream(f"/{P.SERVICE}/Sample")
+        # Three calls of one connection on an empty queue: two wait, the
+        # third (in gRPC's order) is refused at once.
+        calls = [sample(request.SerializeToString()) for _ in range(3)]
+        wait_until(lambda: any(call.done() for call in calls), "a call refused")
+        [refused] = [call for call in calls if call.done()]
+        assert refused.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "max_open_calls_per_connection" in refused.details()
+        for call in calls:
+            call.cancel()
+        channel.close()
+    finally:
+        assert served.stop() == 0
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[server]\nmax_open_calls = 0\n" + CONFIG)
+    assert "max_open_calls must be an integer >= 1" in refused_start("--config", str(bad))

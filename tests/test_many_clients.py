@@ -204,6 +204,38 @@ def test_a_sampler_that_never_reads_holds_up_nobody() -> None:
         server.stop()
 
 
+def test_unread_responses_past_a_connections_budget_are_refused() -> None:
+    server = resound.Server(
+        [resound.Table("replay", resound.selectors.Uniform(), resound.selectors.Fifo(), 100,
+                       resound.rate_limiters.MinSize(1))],
+        max_inflight_bytes_per_connection=8 << 20,
+    )  # fmt: skip
+    address = f"127.0.0.1:{server.port}"
+    writer = server.in_process_client()
+    for _ in range(20):
+        writer.insert([np.zeros(100_000, np.float32)], priorities={"replay": 1.0})
+    channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+    request = P.SampleRequest(table="replay", num_samples=65_536, timeout_seconds=-1.0)
+    sample = channel.unary_stream(f"/{P.SERVICE}/Sample")
+    try:
+        # The first call's first response (about 10 MB) is sent, however
+        # large: nothing else of the connection is in flight. It is never read.
+        greedy = sample(request.SerializeToString())
+        wait_until(lambda: server.open_calls == 1, "the greedy call open")
+        # A second call of the same connection would hold more: refused.
+        with pytest.raises(grpc.RpcError) as caught:
+            list(sample(request.SerializeToString(), timeout=SAFETY))
+        assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "max_inflight_bytes_per_connection" in caught.value.details()
+        # Other connections are served.
+        other = resound.Client(address, transport="grpc")
+        assert len(other.sample_batch("replay", 4, timeout=SAFETY).info.key) == 4
+        greedy.cancel()
+    finally:
+        channel.close()
+        server.stop()
+
+
 # One client process of the busy crowd: THREADS threads, each with a client
 # of its own, insert and sample one item at a time until the time is up, then
 # print their counts.
@@ -335,7 +367,11 @@ def test_open_calls_past_a_limit_are_refused_at_once_and_others_go_on() -> None:
 
 
 def test_open_call_limits_are_checked() -> None:
-    for name in ("max_open_calls", "max_open_calls_per_connection"):
+    names = (
+        "max_open_calls", "max_open_calls_per_connection", "max_inflight_bytes",
+        "max_inflight_bytes_per_connection",
+    )  # fmt: skip
+    for name in names:
         for bad in (0, -1, 1.5, True, "8"):
             with pytest.raises(ValueError, match=name):
                 resound.Server([resound.Table.queue("queue", 10)], **{name: bad})

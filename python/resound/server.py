@@ -33,6 +33,10 @@ from resound._service.call_limits import (
     DEFAULT_MAX_OPEN_CALLS,
     DEFAULT_MAX_OPEN_CALLS_PER_CONNECTION,
 )
+from resound._service.response_budget import (
+    DEFAULT_MAX_INFLIGHT_BYTES,
+    DEFAULT_MAX_INFLIGHT_BYTES_PER_CONNECTION,
+)
 from resound._transport import MAX_MESSAGE_BYTES
 from resound._transport.malloc_thresholds import keep_message_buffers_warm
 from resound.checkpointers import CheckpointerBase, default_checkpointer
@@ -138,6 +142,12 @@ class Server:
         (default 8,192), so one client cannot take them all. A call past
         either limit is refused at once: its client raises
         ResourceExhaustedError naming the limit.
+      max_inflight_bytes: the most bytes of sample responses the server
+        holds for clients that have not read them yet (default 2 GiB); a
+        response past it is refused (ResourceExhaustedError), unless nothing
+        else is in flight.
+      max_inflight_bytes_per_connection: the same for one client connection
+        (default 512 MiB).
 
     A server that listens (like a remote client) sets glibc malloc's mmap and
     trim thresholds for its process (32 MB and 64 MB), so that the
@@ -160,6 +170,8 @@ class Server:
         max_message_bytes: int | None = None,
         max_open_calls: int | None = None,
         max_open_calls_per_connection: int | None = None,
+        max_inflight_bytes: int | None = None,
+        max_inflight_bytes_per_connection: int | None = None,
     ) -> None:
         if not tables:
             raise ValueError("At least one table must be provided")
@@ -210,6 +222,8 @@ class Server:
         for name, value in (
             ("max_open_calls", max_open_calls),
             ("max_open_calls_per_connection", max_open_calls_per_connection),
+            ("max_inflight_bytes", max_inflight_bytes),
+            ("max_inflight_bytes_per_connection", max_inflight_bytes_per_connection),
         ):
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, int) or value < 1
@@ -218,6 +232,10 @@ class Server:
         self._max_open_calls = max_open_calls or DEFAULT_MAX_OPEN_CALLS
         self._max_open_calls_per_connection = (
             max_open_calls_per_connection or DEFAULT_MAX_OPEN_CALLS_PER_CONNECTION
+        )
+        self._max_inflight_bytes = max_inflight_bytes or DEFAULT_MAX_INFLIGHT_BYTES
+        self._max_inflight_bytes_per_connection = (
+            max_inflight_bytes_per_connection or DEFAULT_MAX_INFLIGHT_BYTES_PER_CONNECTION
         )
         self._tables = {table.name: table for table in tables}
         self._checkpointer = checkpointer
@@ -237,13 +255,15 @@ class Server:
         keep_message_buffers_warm()
 
         from resound._service.call_limits import CallLimits
+        from resound._service.response_budget import ResponseBudget
         from resound._service.servicer import ReplayServicer
         from resound._service.serving_loop import ServingLoop
         from resound._transport.remote import CHANNEL_OPTIONS
 
         limits = CallLimits(self._max_open_calls, self._max_open_calls_per_connection)
+        budget = ResponseBudget(self._max_inflight_bytes, self._max_inflight_bytes_per_connection)
         serving = ServingLoop(
-            ReplayServicer(self, limits),
+            ReplayServicer(self, limits, budget),
             [
                 *(o for o in CHANNEL_OPTIONS if o[0] != "grpc.max_receive_message_length"),
                 ("grpc.max_receive_message_length", self._max_message_bytes),

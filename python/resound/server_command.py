@@ -50,6 +50,8 @@ port = 8000
 # max_message_bytes = 67_108_864  # refuse request messages over 64 MiB (default 1 GiB)
 # max_open_calls = 65_536      # refuse insert streams and sample calls past this many open
 # max_open_calls_per_connection = 8_192  # the same for one client connection
+# max_inflight_bytes = 2_147_483_648  # refuse sample responses past 2 GiB unread by clients
+# max_inflight_bytes_per_connection = 536_870_912  # the same for one client connection
 # tls_cert = "server.pem"      # TLS: the server's certificate chain and key (PEM)
 # tls_key = "server.key"
 # tls_client_ca = "ca.pem"     # and require client certificates signed by this CA
@@ -364,6 +366,19 @@ def _parser() -> argparse.ArgumentParser:
         help="the same for one client connection (default 8192)",
     )
     parser.add_argument(
+        "--max-inflight-bytes",
+        type=_byte_count,
+        metavar="N",
+        help="refuse sample responses past N bytes held for clients that have not read "
+        "them yet (suffixes K, M, G; default 2G)",
+    )
+    parser.add_argument(
+        "--max-inflight-bytes-per-connection",
+        type=_byte_count,
+        metavar="N",
+        help="the same for one client connection (default 512M)",
+    )
+    parser.add_argument(
         "--tls-cert", metavar="FILE", help="serve TLS only, with this certificate chain (PEM)"
     )
     parser.add_argument("--tls-key", metavar="FILE", help="the TLS certificate's key (PEM)")
@@ -444,7 +459,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ConfigError("server must be a table ([server])")
         allowed = (
             "host", "port", "max_bytes", "max_message_bytes", "max_open_calls",
-            "max_open_calls_per_connection", "tls_cert", "tls_key", "tls_client_ca",
+            "max_open_calls_per_connection", "max_inflight_bytes",
+            "max_inflight_bytes_per_connection", "tls_cert", "tls_key", "tls_client_ca",
         )  # fmt: skip
         unknown = set(server_config) - set(allowed)
         if unknown:
@@ -462,7 +478,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         tls = _tls_settings(args, server_config)
         limits = {}
         for key in (
-            "max_bytes", "max_message_bytes", "max_open_calls", "max_open_calls_per_connection"
+            "max_bytes", "max_message_bytes", "max_open_calls", "max_open_calls_per_connection",
+            "max_inflight_bytes", "max_inflight_bytes_per_connection",
         ):  # fmt: skip
             value = getattr(args, key)
             value = server_config.get(key) if value is None else value

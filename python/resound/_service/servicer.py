@@ -29,6 +29,7 @@ import numpy as np
 from resound import _core, _proto
 from resound._service import wire
 from resound._service.call_limits import CallLimits
+from resound._service.response_budget import ResponseBudget
 from resound._service.table_waits import TableWaits
 from resound.errors import CancelledError, DeadlineExceededError, NotFoundError
 from resound.table import shared_chunk_store
@@ -93,9 +94,10 @@ class ReplayServicer:
     server, whose loop runs every handler. ``stop()`` (on the loop) ends the
     calls still running."""
 
-    def __init__(self, server: Server, limits: CallLimits) -> None:
+    def __init__(self, server: Server, limits: CallLimits, budget: ResponseBudget) -> None:
         self._server = server
         self._limits = limits
+        self._budget = budget
         self._store = shared_chunk_store()
         self._waits: dict[str, TableWaits] = {}
         # Calls parked where they wait for their client or a table; the
@@ -342,9 +344,9 @@ class ReplayServicer:
     # --- Sample
 
     async def sample(self, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        del context
         batch = await self._take(request, time.monotonic())
-        for response in _sample_responses(batch, request.max_per_response):
+        responses = _sample_responses(batch, request.max_per_response)
+        async for response in self._budgeted(context.peer(), responses):
             yield response
 
     async def sample_stream(
@@ -354,7 +356,7 @@ class ReplayServicer:
         dataset's fetches cost one message each way instead of a call, which
         costs both ends far more CPU than the message (about 0.8 ms here on
         the server and 0.6 ms on the client)."""
-        del context
+        peer = context.peer()
         inbox: asyncio.Queue[Any] = asyncio.Queue(_STREAM_INBOX)
         reader = asyncio.ensure_future(_read_into(requests, inbox))
         try:
@@ -373,10 +375,23 @@ class ReplayServicer:
                 except DeadlineExceededError:
                     yield _TIMED_OUT
                     continue
-                for response in _sample_responses(batch, request.max_per_response, mark_end=True):
+                responses = _sample_responses(batch, request.max_per_response, mark_end=True)
+                async for response in self._budgeted(peer, responses):
                     yield response
         finally:
             reader.cancel()
+
+    async def _budgeted(self, peer: str, responses: Iterator[bytes]) -> AsyncIterator[bytes]:
+        """``responses``, each counted against the response budget (see
+        response_budget.py) from when it is made until gRPC took it."""
+        for response in responses:
+            refused = self._budget.take(peer, len(response))
+            if refused is not None:
+                raise _StatusError(grpc.StatusCode.RESOURCE_EXHAUSTED, refused)
+            try:
+                yield response
+            finally:
+                self._budget.give(peer, len(response))
 
     async def _take(self, request: Any, arrived: float) -> Any:
         """The sample batch a SampleRequest asks for, waiting for the rate
