@@ -16,7 +16,11 @@ Workloads (4 KB payloads unless said otherwise):
   * sample_batch (resound only; compared with Reverb's client.sample);
   * grpc_ceiling (with any 400 KB sampling row): 400 KB items/s that a bare
     grpcio stream of ready-made messages carries between two processes here,
-    the most any sampler served from Python can reach.
+    the most any sampler served from Python can reach;
+  * with any one-item round-trip row (insert_client, insert_writer_flush2,
+    sample_n1, update_priorities), a second table puts it beside bare
+    grpcio's round trip of the same 4 KB message between two processes
+    here (a unary call, or one on an open stream: bench/_bare_grpcio.py).
 
 Each library's server is a fresh subprocess per workload (`resound-server`
 logic through resound.Server; reverb.Server for dm-reverb); dm-reverb is
@@ -46,6 +50,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from _bare_grpcio import grpc_ceiling, grpc_floor
 
 from _common import fmt_rate, print_table
 
@@ -328,59 +333,6 @@ def concurrent(lib: str, kind: str, processes: int, seconds: float, items: int) 
         server.stop()
 
 
-# The transport's own ceiling for the 400 KB sampling rows: a bare grpcio
-# server streaming ready-made 16 MB messages to a bare grpcio client, with no
-# application work at either end (what any Python-served sampler can reach).
-CEILING_SERVER = r"""
-import os, sys
-from concurrent import futures
-import grpc
-options = [("grpc.max_send_message_length", 1 << 30), ("grpc.max_receive_message_length", 1 << 30)]
-blob = os.urandom(16 << 20)
-def handler(request, context):
-    for _ in range(int.from_bytes(request, "little")):
-        yield blob
-server = grpc.server(futures.ThreadPoolExecutor(4), options=options)
-server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(
-    "ceiling.Stream", {"Get": grpc.unary_stream_rpc_method_handler(handler)})])
-port = server.add_insecure_port("127.0.0.1:0")
-server.start()
-print(port, flush=True)
-sys.stdin.read()
-server.stop(0)
-"""
-
-
-def grpc_ceiling(seconds: float) -> float:
-    """400 KB items/s that a bare grpcio stream carries here (see CEILING_SERVER)."""
-    import grpc
-
-    process = subprocess.Popen(
-        [sys.executable, "-c", CEILING_SERVER],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        port = int(process.stdout.readline())
-        options = [("grpc.max_receive_message_length", 1 << 30)]
-        with grpc.insecure_channel(f"127.0.0.1:{port}", options=options) as channel:
-            call = channel.unary_stream("/ceiling.Stream/Get")
-
-            def step() -> int:  # 7 messages of 16 MB: about one 256-item batch
-                received = sum(len(message) for message in call((7).to_bytes(4, "little")))
-                return received // (PAYLOADS["400 KB"] * 4)
-
-            step()
-            return statistics.median(timed(step, seconds, lambda: None) for _ in range(3))
-    finally:
-        assert process.stdin is not None
-        process.stdin.close()
-        process.wait(timeout=60)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="short runs (smoke)")
@@ -465,6 +417,7 @@ def main() -> None:
         rows.append(
             ["grpc_ceiling", "400 KB", ceiling, 0.0, "bare grpcio", float("nan"), None, "-"]
         )
+    floors = floor_rows(rows, seconds)
     print_table(
         "resound over gRPC vs dm-reverb over gRPC (server in another process; medians of 3)",
         ["workload", "payload", "resound", "reverb", "ratio", "target", "met"],
@@ -481,6 +434,43 @@ def main() -> None:
             for n, p, o, r, lab, x, t, m in rows
         ],
     )
+
+    if floors:
+        print_table(
+            "one-item round trips against bare grpcio's (the same 4 KB message, same run; "
+            "target: within 15 % of its cost, >= 0.87x its rate)",
+            ["workload", "payload", "resound", "bare grpcio", "ratio", "met"],
+            floors,
+        )
+
+
+# Rows bound by one round trip each: the bare grpcio call they compare with
+# (bench/_bare_grpcio.py) and items per round trip. client.insert and the
+# flush2 writer go over an open insert stream; sample(num_samples=1) and
+# mutate_priorities are calls of their own.
+FLOOR_OF = {
+    ("insert_client", "4 KB"): ("stream", 1),
+    ("insert_writer_flush2", "4 KB"): ("stream", 1),
+    ("sample_n1", "4 KB"): ("unary", 1),
+    ("update_priorities", "100/batch"): ("unary", 100),
+}
+FLOOR_TARGET = 1 / 1.15
+
+
+def floor_rows(rows: list[list[Any]], seconds: float) -> list[list[str]]:
+    """The latency-bound rows against the bare grpcio floor, measured now."""
+    measured = {(r[0], r[1]): r[2] for r in rows if (r[0], r[1]) in FLOOR_OF}
+    rates = {kind: grpc_floor(kind, seconds) for kind in {FLOOR_OF[k][0] for k in measured}}
+    table = []
+    for (name, payload), ours in measured.items():
+        kind, per_call = FLOOR_OF[(name, payload)]
+        floor = rates[kind] * per_call
+        ratio = ours / floor
+        table.append(
+            [name, payload, fmt_rate(ours), f"{fmt_rate(floor)} ({kind})", f"{ratio:.2f}x",
+             "yes" if ratio >= FLOOR_TARGET else "NO"]
+        )  # fmt: skip
+    return table
 
 
 if __name__ == "__main__":
