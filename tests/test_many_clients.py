@@ -32,84 +32,16 @@ OPEN_CALLS = 1_000
 CONNECTIONS = 8
 
 
-# A crowd's process: opens STREAMS insert streams (each sends one item to
-# table 'sink', has it confirmed, then idles) and SAMPLES Sample calls waiting
-# on the empty table 'queue', all on grpc.aio over CONNECTIONS connections,
-# prints "open", then answers commands read from stdin:
-#   receive: reads the sample calls to their end, prints how many samples came;
-#   codes:   reads every call to its end, prints {status: count} as JSON.
-# (grpc.aio clients live in a process of their own: one beside the server's
-# own loop in this process upset the server's accepting of connections.)
-CROWD_PROCESS = textwrap.dedent(
-    """
-    import asyncio, json, sys
-    import grpc
-    sys.path.insert(0, sys.argv[5])
-    from resound import _proto as P
-    from resound._transport.remote import CHANNEL_OPTIONS
-    from wire_requests import chunks, fresh_key, item, items
-
-    address, streams, samples, connections = sys.argv[1], *map(int, sys.argv[2:5])
-
-    def insert_request():
-        key = fresh_key()
-        return P.InsertRequest(
-            **chunks(key, [1.0]), items=items(item(key, key, table="sink"))
-        ).SerializeToString()
-
-    async def main():
-        channels = [grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
-                    for _ in range(connections)]
-        inserts, waits = [], []
-        for i in range(streams):
-            call = channels[i % connections].stream_stream(f"/{P.SERVICE}/Insert")()
-            await call.write(insert_request())
-            inserts.append(call)
-        request = P.SampleRequest(table="queue", num_samples=1, timeout_seconds=-1.0)
-        for i in range(samples):
-            waits.append(channels[i % connections].unary_stream(f"/{P.SERVICE}/Sample")(
-                request.SerializeToString()))
-        for call in inserts:  # every stream's item confirmed: each is open
-            assert len(P.InsertResponse.FromString(await call.read()).item_keys) == 1
-        print("open", flush=True)
-        loop = asyncio.get_running_loop()
-        while command := (await loop.run_in_executor(None, sys.stdin.readline)).strip():
-            if command == "receive":
-                received = 0
-                for call in waits:
-                    async for raw in call:
-                        received += len(P.SampleResponse.FromString(raw).items.keys)
-                print(received, flush=True)
-            elif command == "codes":
-                codes = {}
-                for call in inserts + waits:
-                    try:
-                        if call in inserts:
-                            while await call.read() is not grpc.aio.EOF:
-                                pass
-                        else:
-                            async for _ in call:
-                                pass
-                        code = "OK"
-                    except grpc.aio.AioRpcError as error:
-                        code = error.code().name
-                    codes[code] = codes.get(code, 0) + 1
-                print(json.dumps(codes), flush=True)
-        for channel in channels:
-            await channel.close()
-
-    asyncio.run(main())
-    """
-)
+CROWD = Path(__file__).parent.parent / "tools" / "crowd.py"
 
 
 class _Crowd:
-    """A crowd's process (see CROWD_PROCESS), open once constructed."""
+    """A crowd's process (tools/crowd.py), its calls open once constructed."""
 
     def __init__(self, address: str, streams: int, samples: int) -> None:
         self._process = subprocess.Popen(
-            [sys.executable, "-c", CROWD_PROCESS, address, str(streams), str(samples),
-             str(CONNECTIONS), str(Path(__file__).parent)],
+            [sys.executable, str(CROWD), address, "--streams", str(streams), "--samples",
+             str(samples), "--connections", str(CONNECTIONS)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
         assert self._answer() == "open"
