@@ -124,8 +124,9 @@ def test_a_sampler_that_never_reads_holds_up_nobody() -> None:
     try:
         # Asks for 64k samples of 400 KB (26 GB) and never reads a byte.
         request = P.SampleRequest(table="replay", num_samples=65_536, timeout_seconds=-1.0)
+        opened = server.open_calls  # the writer's insert stream stays open
         greedy = channel.unary_stream(f"/{P.SERVICE}/Sample")(request.SerializeToString())
-        wait_until(lambda: server.open_calls == 1, "the greedy call open on the server")
+        wait_until(lambda: server.open_calls == opened + 1, "the greedy call open on the server")
         other = resound.Client(address, transport="grpc")
         for _ in range(20):
             assert len(other.sample_batch("replay", 4, timeout=SAFETY).info.key) == 4

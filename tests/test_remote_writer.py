@@ -106,16 +106,13 @@ def test_a_writer_ahead_of_the_server_waits_for_room(remote, monkeypatch):
 
 def test_a_dropped_client_ends_the_stream_of_its_inserts(remote):
     server, client = remote(resound.Table.queue("q", 10))
-    before = set(threading.enumerate())
     client.insert({"x": np.ones(2, np.float32)}, priorities={"q": 1.0})
-    (stream_thread,) = [
-        t for t in set(threading.enumerate()) - before if t.name == "resound-insert-stream"
-    ]
     writer = client.trajectory_writer(1)  # outlives the client, with a stream of its own
+    # The insert's stream stays open for the client's next insert.
+    wait_until(lambda: server.open_calls == 2, "the insert's and the writer's streams")
     del client
     gc.collect()
-    stream_thread.join(SAFETY)
-    assert not stream_thread.is_alive()
+    wait_until(lambda: server.open_calls == 1, "the dropped client's stream to end")
     write(writer, "q", range(2))
     writer.flush(timeout_ms=int(SAFETY * 1000))
     assert server.table("q").info.current_size == 3

@@ -378,6 +378,9 @@ class ReplayServicer:
                 responses = _sample_responses(batch, request.max_per_response, mark_end=True)
                 async for response in self._budgeted(peer, responses):
                     yield response
+                # An idle stream must not keep its last batch's items (and
+                # their chunks) alive until its next request.
+                batch = responses = None
         finally:
             reader.cancel()
 

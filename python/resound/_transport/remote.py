@@ -32,6 +32,7 @@ from resound import _core, _proto, specs
 from resound._service import wire
 from resound._transport import MAX_MESSAGE_BYTES
 from resound._transport.embedded import TableMeta
+from resound._transport.insert_call import InsertCall
 from resound._transport.insert_stream import InsertStream
 from resound._transport.malloc_thresholds import keep_message_buffers_warm
 from resound._transport.rpc_errors import error_from_rpc, means_unreachable
@@ -67,6 +68,7 @@ _RETRY_AFTER_READY_SECONDS = 0.05
 # Idle SampleStreams kept per table for sample(): as many threads as sample
 # one table at once reuse theirs; more open and close streams of their own.
 _IDLE_SAMPLE_STREAMS = 8
+_IDLE_INSERT_CALLS = 8
 # What the server's Checkpoint answers when its disk is full or unwritable.
 _DISK_ERRORS = (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.FAILED_PRECONDITION)
 
@@ -122,8 +124,9 @@ class RemoteTransport:
         self.get_chunk = self._store.get
         self._infos: dict[str, TableInfo] = {}
         self._infos_lock = threading.Lock()
-        # Idle SampleStreams of sample(), by table (see _sample_stream_for).
+        # Idle streams of sample() by table, and of insert() without a timeout.
         self._idle_sample_streams: dict[str, list[SampleStream]] = {}
+        self._idle_insert_calls: list[InsertCall] = []
         self._client_stream: InsertStream | None = None
         self._closed = False
         # failover(this transport) -> another server's transport, or None: set
@@ -144,12 +147,19 @@ class RemoteTransport:
         self._closed = True
         if self._client_stream is not None:
             self._client_stream.close()
+        self._close_idle_streams()
+        self._channel.close()
+
+    def _close_idle_streams(self) -> None:
+        """Ends the streams kept open between calls of sample and insert."""
         with self._infos_lock:
             idle, self._idle_sample_streams = self._idle_sample_streams, {}
+            calls, self._idle_insert_calls = self._idle_insert_calls, []
         for streams in idle.values():
             for stream in streams:
                 stream.close()
-        self._channel.close()
+        for call in calls:
+            call.close()
 
     def close_client_stream(self) -> None:
         """Ends the stream of ``Client.insert`` (its client is gone; writers
@@ -158,6 +168,7 @@ class RemoteTransport:
         stream, self._client_stream = self._client_stream, None
         if stream is not None:
             stream.close(wait=False)
+        self._close_idle_streams()
 
     def column_chunker(
         self, dtype: str, shape: tuple[int, ...], max_chunk_length: int, keep_alive: int
@@ -191,6 +202,9 @@ class RemoteTransport:
         share of the inserts again (a client of several servers sends each
         insert to the servers in turn); the moved stream ends once the calls
         using it are done."""
+        if timeout is None and self.failover is None:
+            self._insert_calling(table, requests)
+            return len(requests)
         with self._infos_lock:
             moved = self._client_stream
             if moved is not None and moved.transport is self:
@@ -207,6 +221,24 @@ class RemoteTransport:
         finally:
             self._release_client_stream(stream)
         return len(requests)
+
+    def _insert_calling(self, table: str, requests: list[Any]) -> None:
+        """``insert`` with no timeout: on an idle InsertCall of this
+        transport's (the caller reads its own confirmation), or a new one."""
+        with self._infos_lock:
+            call = self._idle_insert_calls.pop() if self._idle_insert_calls else None
+        if call is None:
+            call = InsertCall(self)
+        try:
+            call.insert(table, requests)
+        except BaseException:
+            call.close()
+            raise
+        with self._infos_lock:
+            if not self._closed and len(self._idle_insert_calls) < _IDLE_INSERT_CALLS:
+                self._idle_insert_calls.append(call)
+                return
+        call.close()
 
     def _release_client_stream(self, stream: InsertStream, acquired: bool = True) -> None:
         """A call of ``insert`` is done with ``stream`` (``acquired``); a
