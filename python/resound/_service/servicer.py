@@ -22,6 +22,7 @@ import numpy as np
 
 from resound import _core, _proto
 from resound._service import wire
+from resound._transport.waiting import finite_timeout
 from resound.errors import CancelledError, DeadlineExceededError, NotFoundError
 from resound.table import shared_chunk_store
 
@@ -303,7 +304,10 @@ class ReplayServicer:
         if math.isnan(timeout):
             raise _StatusError(grpc.StatusCode.INVALID_ARGUMENT, "timeout_seconds must not be NaN")
         start = time.monotonic() if arrived is None else arrived
-        deadline = None if timeout < 0 else start + timeout
+        # Negative, or longer than a year (inf included): wait forever, as
+        # clients and the core read such timeouts.
+        wait_for = None if timeout < 0 else finite_timeout(timeout)
+        deadline = None if wait_for is None else start + wait_for
         while True:
             self._check_running()
             wait = _WAIT_SLICE_SECONDS

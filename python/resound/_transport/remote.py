@@ -40,6 +40,7 @@ from resound._transport.waiting import (
     WAIT_SLICE_SECONDS,
     Outage,
     deadline_after,
+    finite_timeout,
     remaining,
 )
 from resound.errors import NotFoundError
@@ -219,6 +220,7 @@ class RemoteTransport:
         """Starts a Sample call (gRPC runs it on its own threads); returns the
         function that receives and decodes its batch. An unreachable server
         is waited for within ``timeout`` (see the module doc)."""
+        timeout = finite_timeout(timeout)  # gRPC's deadlines overflow past it
         deadline = deadline_after(timeout)
         what = f"Sample from table {table!r}"
 
@@ -304,6 +306,7 @@ class RemoteTransport:
     def _unary(self, call: Any, request: Any, what: str, timeout: float | None = None) -> Any:
         """``call(request)``, waiting for an unreachable server up to
         ``timeout`` (see the module doc)."""
+        timeout = finite_timeout(timeout)  # gRPC's deadlines overflow past it
         deadline = deadline_after(timeout)
         wait = timeout
         while True:
