@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,7 @@ import resound
 from resound import checkpointers, rate_limiters, selectors
 from resound.errors import CheckpointError
 
-from conftest import SAFETY
+from conftest import SAFETY, file_of, records_of
 
 SELECTORS: dict[str, Callable[[], Any]] = {
     "uniform": selectors.Uniform,
@@ -370,6 +371,39 @@ def test_checkpoint_files_of_the_earlier_layout_still_load(tmp_path: Any) -> Non
     newer = restored.checkpoint()  # the new layout, sorting after the old file
     assert checkpointer.checkpoints() == [newer]  # keep_latest=1 removed the old file
     assert sorted(os.listdir(legacy)) == [os.path.basename(newer)]
+
+
+def test_chunks_of_a_dtype_now_refused_at_insert_still_load_from_checkpoints(
+    tmp_path: Any,
+) -> None:
+    # Servers used to store chunks of sizes numpy has no type for ('<f3');
+    # refusing one when loading would refuse the whole checkpoint, every
+    # good item with it.
+    server = resound.Server(
+        make_tables(), listen=False, checkpointer=checkpointers.DefaultCheckpointer(tmp_path)
+    )
+    client = server.in_process_client()
+    client.insert({"x": np.bytes_(b"abc")}, priorities={"main": 1.0})  # a '|S3' chunk
+    client.insert({"x": np.float32(2.5)}, priorities={"main": 1.0})
+    data = Path(checkpointers.checkpoint_file(server.checkpoint())).read_bytes()
+    client.reset("main")  # its chunks go (the chunk store is the process's)
+    records = records_of(data)
+    (index,) = [i for i, (_, payload) in enumerate(records) if b"|S3" in payload]
+    kind, payload = records[index]
+    records[index] = (kind, payload.replace(b"|S3", b"<f3"))  # the same size: 3 bytes a step
+    old = tmp_path / "old.rsnd"
+    old.write_bytes(file_of(data[:16], records))
+    tables = make_tables()
+    resound.Server(
+        tables,
+        listen=False,
+        checkpointer=checkpointers.DefaultCheckpointer(
+            tmp_path / "none", fallback_checkpoint_path=old
+        ),
+    )
+    assert tables[0].info.current_size == 2
+    dtypes = [item.chunks[0].dtype for item in tables[0]._core.snapshot()]
+    assert dtypes == ["<f3", "<f4"]
 
 
 def test_damaged_checkpoints_are_refused_with_the_file_named(tmp_path: Any) -> None:

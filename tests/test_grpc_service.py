@@ -268,6 +268,30 @@ def test_malformed_inserts_are_refused_and_the_table_still_works(service, case):
     assert table_size(server) == 1
 
 
+@pytest.mark.parametrize("dtype", ["<f3", "<c2", "<i3", "<u16", "<f32", "<c4"])
+def test_chunks_of_a_dtype_numpy_has_no_type_for_are_refused(service, dtype):
+    # Stored, they made every sampler that drew them raise "data type not
+    # understood".
+    server, channel, client = service
+    key, size = fresh_key(), 3 * int(dtype[2:])
+    request = P.InsertRequest(
+        **chunks(key, [0, 0, 0], dtype=dtype, data=bytes(size), data_sizes=[size]),
+        items=items(item(10, key, table="q")),
+    )
+    with pytest.raises(grpc.RpcError) as caught:
+        send(channel, request)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT, caught.value.details()
+    message = caught.value.details()
+    assert f"got '{dtype}'" in message and "layouts[0]" in message
+    assert "i, u: 1, 2, 4, 8; f: 2, 4, 8, 16; c: 8, 16, 32" in message  # the allowed ones
+    assert table_size(server, "q") == 0 and server.table("q").info.num_chunks == 0
+    # Sizes numpy has are stored and come back.
+    values = np.array([1.5, -2.0], np.float16)
+    client.insert({"x": values}, priorities={"q": 1.0})
+    (sample,) = client.sample("q", emit_timesteps=False, timeout=SAFETY)
+    np.testing.assert_array_equal(sample.data[0], [values])
+
+
 def test_items_before_a_refused_one_are_confirmed_first(service):
     server, channel, _ = service
     key = fresh_key()

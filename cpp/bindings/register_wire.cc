@@ -76,6 +76,8 @@ ChunkMetadata ParseLayout(py::handle layout, size_t index) {
     metadata.delta_encoded = py::cast<bool>(fields[3]);
   } catch (const py::cast_error&) {
     throw InvalidArgumentError(where + " must be (dtype: str, shape: ints, compression: str, delta_encoded: bool)");
+  } catch (const InvalidArgumentError& error) {
+    throw InvalidArgumentError(where + ": " + error.what());  // which layout of the batch
   }
   return metadata;
 }
