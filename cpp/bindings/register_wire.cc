@@ -258,6 +258,8 @@ InsertRequest messages by the thousand, held until the server confirms them
           py::arg("keys"), "Drops the unconfirmed items these keys confirm; returns how many.")
       .def("requeue", &InsertRequestEncoder::Requeue,
            "A new stream: unconfirmed items go back to the front of the queue, every chunk counts as unsent.")
+      .def_property_readonly("releasable", &InsertRequestEncoder::HasReleasable,
+                             "Whether take_message would release a chunk on the server (one gone from the store).")
       .def_property_readonly("queued", &InsertRequestEncoder::queued)
       .def_property_readonly("unconfirmed", &InsertRequestEncoder::unconfirmed)
       .def_property_readonly("in_flight_bytes", &InsertRequestEncoder::in_flight_bytes);

@@ -214,14 +214,15 @@ class ReplayServicer:
         limit = self._server.max_bytes
         if limit is not None and len(payloads):
             held = self._store.memory_bytes
-            if held + len(payloads) > limit:
+            brought = _new_chunk_bytes(self._store, batch)
+            if held + brought > limit:
                 # Before anything of the message is stored: a client cannot
                 # take the server's memory past its limit (e.g. by sending
                 # chunks no item uses), and what is stored stays.
                 raise _StatusError(
                     grpc.StatusCode.RESOURCE_EXHAUSTED,
                     f"the server holds {held} bytes of chunks and this message brings "
-                    f"{len(payloads)} more, past its max_bytes of {limit}; nothing of the "
+                    f"{brought} more, past its max_bytes of {limit}; nothing of the "
                     "message was stored (free room: reset or sample from queues, or raise "
                     "max_bytes)",
                 )
@@ -417,6 +418,16 @@ def _polled(
             yield request
     finally:
         done.set()
+
+
+def _new_chunk_bytes(store: Any, batch: Any) -> int:
+    """Payload bytes of the chunks of ChunkBatch ``batch`` that ``store`` does
+    not hold yet: a chunk sent again (after a reconnect, while an item still
+    uses its first copy) is stored once, and brings nothing new. (Counts that
+    do not pair up are the core's to refuse, after this.)"""
+    return sum(
+        size for key, size in zip(batch.keys, batch.data_sizes, strict=False) if key not in store
+    )
 
 
 def _item_batch(items: Any, count: int) -> tuple[np.ndarray, Any, list[tuple[str, int, int]]]:

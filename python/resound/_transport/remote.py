@@ -44,11 +44,10 @@ from resound._transport.waiting import (
     remaining,
 )
 from resound.errors import NotFoundError
-from resound.table import shared_chunk_store
 from resound.table_info import TableInfo
 from resound.tls import ClientTls
 
-__all__ = ["CHANNEL_OPTIONS", "RemoteTransport", "update_arrays"]
+__all__ = ["CHANNEL_OPTIONS", "RemoteTransport", "client_chunk_store", "update_arrays"]
 
 # Channel options of both ends.
 CHANNEL_OPTIONS = [
@@ -67,6 +66,15 @@ _CLIENT_CHANNEL_OPTIONS = [
 _RETRY_AFTER_READY_SECONDS = 0.05
 # What the server's Checkpoint answers when its disk is full or unwritable.
 _DISK_ERRORS = (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.FAILED_PRECONDITION)
+# The chunks remote clients' writers build, apart from the tables' store
+# (resound.table.shared_chunk_store; see RemoteTransport.__init__).
+_CLIENT_CHUNK_STORE = _core.ChunkStore()
+
+
+def client_chunk_store() -> _core.ChunkStore:
+    """The store of the chunks this process's remote writers build (not yet
+    sent, or kept for the items to come)."""
+    return _CLIENT_CHUNK_STORE
 
 
 class RemoteTransport:
@@ -114,8 +122,15 @@ class RemoteTransport:
         self._checkpoint_call = method(
             "Checkpoint", "unary_unary", P.CheckpointRequest, P.CheckpointResponse
         )
-        # Writers chunk locally, exactly as with the embedded transport.
-        self._store = shared_chunk_store()
+        # Writers chunk locally, exactly as with the embedded transport, but
+        # in a store of the process's remote clients: a server in this
+        # process counts its tables' store against its max_bytes, and the
+        # writer's chunks are not the server's (a copy of each reaches it,
+        # as from another process). In that shared store, the chunks a
+        # server keeps for a stream also looked alive to the writer, which
+        # then never let them go (InsertRequestEncoder releases a chunk once
+        # it is gone from the writer's store).
+        self._store = client_chunk_store()
         self.add_chunk = self._store.add
         self.get_chunk = self._store.get
         self._infos: dict[str, TableInfo] = {}
