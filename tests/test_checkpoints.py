@@ -520,7 +520,19 @@ while True:
 """
 
 
-def test_a_process_killed_mid_save_leaves_the_previous_checkpoint(tmp_path: Any) -> None:
+def temporaries(directory: Any) -> list[str]:
+    """The paths of every ``*.tmp`` file under ``directory``."""
+    return sorted(
+        os.path.join(root, name)
+        for root, _, names in os.walk(directory)
+        for name in names
+        if name.endswith(".tmp")
+    )
+
+
+def test_a_process_killed_mid_save_leaves_the_previous_checkpoint_and_no_temporary(
+    tmp_path: Any,
+) -> None:
     process = subprocess.Popen(
         [sys.executable, "-c", KILLED_SAVER, str(tmp_path)], stdout=subprocess.PIPE, text=True
     )
@@ -528,17 +540,69 @@ def test_a_process_killed_mid_save_leaves_the_previous_checkpoint(tmp_path: Any)
     first = process.stdout.readline().strip()
     assert process.stdout.readline().strip() == "saving"
     # Kill it while a save of ~400 MB is being written.
-    while not any(name.endswith(".tmp") for _, _, names in os.walk(tmp_path) for name in names):
+    while not temporaries(tmp_path):
         if process.poll() is not None:
             pytest.fail("the saver ended by itself")
     process.send_signal(signal.SIGKILL)
     process.wait(SAFETY)
     process.stdout.close()
+    (left,) = temporaries(tmp_path)  # named with the saver's pid
+    assert os.path.basename(left) == f"{checkpointers.FILE_NAME}.{process.pid}.tmp"
     latest = checkpointers.DefaultCheckpointer(tmp_path).checkpoints()[-1]
     assert latest >= first
     table = resound.Table("big", selectors.Fifo(), selectors.Fifo(), 4000, rate_limiters.MinSize(1))
     resound.Server([table], listen=False, checkpointer=checkpointers.DefaultCheckpointer(tmp_path))
     assert table.info.current_size == 4000
+    # The next server's start removed the killed save's temporary, and its
+    # directory with it: a crash loop does not fill the disk.
+    assert temporaries(tmp_path) == []
+    assert not os.path.exists(os.path.dirname(left))
+
+
+def gone_pid() -> int:
+    """The pid of a process that ran and has ended (and was reaped)."""
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait(SAFETY)
+    return process.pid
+
+
+def test_temporaries_of_processes_gone_are_removed_at_start_and_after_each_save(
+    tmp_path: Any,
+) -> None:
+    live = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                            stdin=subprocess.PIPE)  # fmt: skip
+    try:
+        gone = gone_pid()
+
+        def left(stamp: str, owner: int | None, directory: str | None = None) -> Any:
+            folder = tmp_path / (directory or f"checkpoint-20240101T00000{stamp}.000000000Z")
+            folder.mkdir(exist_ok=True)
+            name = checkpointers.FILE_NAME + ("" if owner is None else f".{owner}") + ".tmp"
+            (folder / name).write_bytes(b"\0" * 1000)
+            return folder / name
+
+        stale = left("0", gone)
+        mine = left("1", os.getpid())  # an earlier process with this pid
+        saving = left("2", live.pid)  # a save under way in another process
+        shared = left("3", gone)
+        (shared.parent / "notes.txt").write_text("someone else's")
+        not_ours = left("", gone, directory="elsewhere")
+        earlier = left("4", None)  # no pid (earlier versions): whose, unknown
+        checkpointer = checkpointers.DefaultCheckpointer(tmp_path)
+        server = resound.Server(make_tables(), listen=False, checkpointer=checkpointer)
+        assert temporaries(tmp_path) == sorted(map(str, [saving, not_ours, earlier]))
+        assert not stale.parent.exists() and not mine.parent.exists()
+        assert sorted(os.listdir(shared.parent)) == ["notes.txt"]
+        # A save removes those left since.
+        again = left("5", gone_pid())
+        path = server.in_process_client().checkpoint()
+        assert not again.parent.exists()
+        assert temporaries(tmp_path) == sorted(map(str, [saving, not_ours, earlier]))
+        assert checkpointer.checkpoints() == [path]
+    finally:
+        assert live.stdin is not None
+        live.stdin.close()  # ends it
+        live.wait(SAFETY)
 
 
 def test_a_clock_stepping_back_does_not_make_the_newest_checkpoint_look_older(
