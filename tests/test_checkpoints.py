@@ -406,6 +406,47 @@ def test_chunks_of_a_dtype_now_refused_at_insert_still_load_from_checkpoints(
     assert dtypes == ["<f3", "<f4"]
 
 
+@pytest.mark.parametrize("layout", ["directory", "file"])
+def test_a_checkpoint_that_is_not_a_regular_file_is_refused_naming_it(
+    tmp_path: Any, layout: str
+) -> None:
+    # A FIFO in a checkpoint's place: its open waited for a writer, hanging
+    # the server at start. (The test holds a writer end, so that a regression
+    # fails on the message instead of hanging.)
+    older = checkpointers.DefaultCheckpointer(tmp_path)
+    resound.Server(make_tables(), listen=False, checkpointer=older).checkpoint()
+    if layout == "directory":
+        (tmp_path / "checkpoint-29990101T000000.000000000Z").mkdir()
+        fifo = tmp_path / "checkpoint-29990101T000000.000000000Z" / checkpointers.FILE_NAME
+        refused = fifo.parent
+    else:
+        fifo = refused = tmp_path / "checkpoint-29990101T000000.000000000Z.rsnd"
+    os.mkfifo(fifo)
+    writer = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
+    try:
+        checkpointer = checkpointers.DefaultCheckpointer(tmp_path)
+        # The newest by name: refused, not passed over for the older one.
+        assert checkpointer.latest() == str(refused)
+        message = f"checkpoint {fifo} cannot be loaded: it is a FIFO, not a regular file"
+        with pytest.raises(CheckpointError, match=message):
+            resound.Server(make_tables(), listen=False, checkpointer=checkpointer)
+        with pytest.raises(CheckpointError, match=message):
+            checkpointers.inspect(refused)
+        fallback = checkpointers.DefaultCheckpointer(
+            tmp_path / "empty", fallback_checkpoint_path=fifo
+        )
+        with pytest.raises(CheckpointError, match=message):
+            resound.Server(make_tables(), listen=False, checkpointer=fallback)
+        with pytest.raises(CheckpointError, match="/dev/null cannot be loaded: it is a character"):
+            checkpointers.inspect("/dev/null")
+        # Saves go on, and never delete it (not one of the checkpointer's files).
+        server = resound.Server(make_tables(), listen=False)
+        assert checkpointer.save(list(server.tables.values())) in checkpointer.checkpoints()
+        assert fifo.exists()
+    finally:
+        os.close(writer)
+
+
 def test_damaged_checkpoints_are_refused_with_the_file_named(tmp_path: Any) -> None:
     source = checkpointers.DefaultCheckpointer(tmp_path / "good")
     server = resound.Server(make_tables(), listen=False, checkpointer=source)

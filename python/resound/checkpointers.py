@@ -59,6 +59,7 @@ import contextlib
 import logging
 import os
 import re
+import stat
 import tempfile
 import threading
 import time
@@ -213,7 +214,11 @@ class DefaultCheckpointer(CheckpointerBase):
         directories holding their file (and files of the earlier layout)."""
         return [path for _, path in self._checkpoints()]
 
-    def _checkpoints(self) -> list[tuple[tuple[str, int], str]]:
+    def _checkpoints(self, irregular: bool = False) -> list[tuple[tuple[str, int], str]]:
+        """((time, suffix), path) of the checkpoints, oldest first. With
+        ``irregular``, also those whose file is not a regular file (a FIFO,
+        a device): no checkpoint, but load_latest refuses it (naming it)
+        rather than restore an older checkpoint or hang reading it."""
         try:
             names = os.listdir(self._path)
         except FileNotFoundError:
@@ -225,11 +230,12 @@ class DefaultCheckpointer(CheckpointerBase):
             if match is None:
                 continue
             path = os.path.join(self._path, name)
-            if legacy:
-                if not os.path.isfile(path):
-                    continue
-            elif not os.path.isfile(os.path.join(path, FILE_NAME)):
+            try:
+                mode = os.stat(path if legacy else os.path.join(path, FILE_NAME)).st_mode
+            except OSError:
                 continue  # being written, or not a checkpoint
+            if not stat.S_ISREG(mode) and (not irregular or stat.S_ISDIR(mode)):
+                continue
             ours.append(((match.group(1), int(match.group(2) or 0)), path))
         return sorted(ours)
 
@@ -315,16 +321,18 @@ class DefaultCheckpointer(CheckpointerBase):
                     os.rmdir(directory)
         return removed
 
+    def latest(self) -> str | None:
+        """What ``load_latest`` restores: the newest checkpoint in ``path``
+        (also one whose file is not a regular file, which it refuses naming
+        it, rather than restore an older one), else the fallback, else None."""
+        existing = self._checkpoints(irregular=True)
+        return existing[-1][1] if existing else self._fallback
+
     def load_latest(self, tables: Sequence[Table]) -> str | None:
         self.remove_stale_temporaries()  # a server starts: after a crash, perhaps
-        existing = self.checkpoints()
-        if existing:
-            path = existing[-1]
-        elif self._fallback is not None:
-            path = self._fallback
-        else:
-            return None
-        restore(path, tables)
+        path = self.latest()
+        if path is not None:
+            restore(path, tables)
         return path
 
     def __repr__(self) -> str:

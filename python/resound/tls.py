@@ -22,6 +22,8 @@ import dataclasses
 import os
 from typing import Any
 
+from resound._files import NotARegularFileError, read_regular_file
+
 __all__ = ["ClientTls", "ServerTls"]
 
 _PEM = b"-----BEGIN "
@@ -49,10 +51,11 @@ def _read(path: Any, argument: str) -> bytes:
     if not isinstance(path, (str, os.PathLike)):
         raise ValueError(f"{argument} must be a file path, got {path!r}")
     try:
-        with open(path, "rb") as file:
-            return file.read()
+        return read_regular_file(path)  # a FIFO or a device would hang the server's start
     except OSError as error:
         raise ValueError(f"{argument}: cannot read {os.fspath(path)!r}: {error.strerror}") from None
+    except NotARegularFileError as error:
+        raise ValueError(f"{argument}: {error}") from None
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
