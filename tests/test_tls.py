@@ -336,6 +336,32 @@ def test_a_tls_file_that_is_a_fifo_is_refused_naming_it(pki, tmp_path: Path) -> 
     assert f"private_key: {fifo} is a FIFO, not a regular file" in message
 
 
+def test_a_tls_file_that_is_not_pem_is_named_and_its_contents_never_shown(
+    pki, tmp_path: Path
+) -> None:
+    # The wrong file may hold a secret (a key in another format): it used to
+    # be quoted in the error, which ends up in logs.
+    files = write_files(pki, tmp_path)
+    secret = b"SECRET-KEY-MATERIAL-0123456789"
+    (tmp_path / "wrong.pem").write_bytes(secret)
+    (tmp_path / "key.der").write_bytes(b"\x30\x82" + secret)
+    config = tmp_path / "server.toml"
+    config.write_text('[[tables]]\nname = "q"\nkind = "queue"\nmax_size = 10\n')
+    message = refused_start("--config", str(config), "--tls-cert", str(tmp_path / "wrong.pem"),
+                            "--tls-key", str(files["key"]))  # fmt: skip
+    assert f"certificate_chain: '{tmp_path / 'wrong.pem'}' is not a PEM file" in message
+    assert "its 30 bytes hold no '-----BEGIN' line" in message
+    with pytest.raises(ValueError) as der:
+        ServerTls.from_files(files["cert"], tmp_path / "key.der")
+    assert f"private_key: '{tmp_path / 'key.der'}' is not a PEM file" in str(der.value)
+    assert "look like DER" in str(der.value)
+    with pytest.raises(ValueError) as given:
+        ClientTls(secret)  # given as bytes: described, not quoted, too
+    assert "its 30 bytes hold no '-----BEGIN' line" in str(given.value)
+    for error in (message, str(der.value), str(given.value)):
+        assert "SECRET" not in error and "0123" not in error
+
+
 def test_the_server_command_takes_tls_files_from_its_config(pki, tmp_path) -> None:
     files = write_files(pki, tmp_path)
     config = tmp_path / "server.toml"
