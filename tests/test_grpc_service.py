@@ -312,6 +312,57 @@ def test_items_before_a_refused_one_are_confirmed_first(service):
     assert confirmed == [10, 11] and table_size(server) == 2
 
 
+@pytest.mark.parametrize("letter", ["a", "é"])
+def test_errors_echo_long_values_shortened_so_the_status_arrives(service, letter):
+    # A 1 MB table name echoed whole made the trailers pass gRPC's limit:
+    # the client saw RESOURCE_EXHAUSTED instead of NOT_FOUND.
+    server, channel, _ = service
+    name = letter * 1_000_000
+
+    def call(method: str, kind: str, request: object, reply: object) -> grpc.RpcError:
+        stub = getattr(channel, kind)(
+            f"/{P.SERVICE}/{method}",
+            request_serializer=lambda m: m.SerializeToString(),
+            response_deserializer=reply.FromString,  # type: ignore[attr-defined]
+        )
+        with pytest.raises(grpc.RpcError) as caught:
+            response = stub(request, timeout=SAFETY)
+            if kind != "unary_unary":
+                list(response)  # a stream's status comes with its end
+        return caught.value
+
+    no_table = items(item(1, 0, table=name, columns=False))
+    sample = P.SampleRequest(table=name, num_samples=1)
+    refusals = [
+        call("Sample", "unary_stream", sample, P.SampleResponse),
+        call("Reset", "unary_unary", P.ResetRequest(table=name), P.ResetResponse),
+        call("MutatePriorities", "unary_unary", P.MutatePrioritiesRequest(table=name),
+             P.MutatePrioritiesResponse),
+        call("Insert", "stream_stream", iter([P.InsertRequest(items=no_table)]), P.InsertResponse),
+    ]  # fmt: skip
+    for error in refusals:
+        assert error.code() == grpc.StatusCode.NOT_FOUND, error.details()
+        assert error.details() == (
+            f"Priority table {name[:100]}… (1000000 characters) was not found. "
+            "The following tables exist: q, t."
+        )
+    # A chunk's dtype, which the core's message repeats.
+    bad_dtype = P.InsertRequest(**chunks(fresh_key(), [1], dtype="<" + name))
+    error = call("Insert", "stream_stream", iter([bad_dtype]), P.InsertResponse)
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error.details()
+    assert f"got '<{name[:99]}… (1000001 characters)': unsupported kind" in error.details()
+    assert len(error.details().encode()) <= 2048
+    assert table_size(server) == 0
+
+
+def test_status_messages_are_cut_to_a_few_kilobytes() -> None:
+    from resound._service.servicer import _status_message
+
+    cut = _status_message("é" * 5000)  # 10 KB of UTF-8, 30 KB percent-encoded
+    assert len(cut.encode()) <= 2048 and cut.endswith("… (cut; 5000 characters in all)")
+    assert _status_message("short", ["a" * 500]) == "short"
+
+
 def test_sample_and_unary_calls_validate_their_requests(service):
     server, channel, client = service
     sample = channel.unary_stream(

@@ -14,7 +14,7 @@ import math
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -37,15 +37,24 @@ _WAIT_SLICE_SECONDS = 0.1
 # Sample responses are cut at about this many payload bytes: gRPC messages
 # must stay below the channel's limit, and smaller ones stream sooner.
 _RESPONSE_BYTES = 16 << 20
+# A status message travels in the call's trailers, which gRPC limits (8 KB
+# soft, 16 KB hard, after percent-encoding non-ASCII bytes threefold): past
+# that the client sees RESOURCE_EXHAUSTED instead of the status. Messages
+# are cut to this many UTF-8 bytes, and values the client sent (a 1 MB
+# table name) to this many characters wherever they are echoed.
+_MAX_STATUS_BYTES = 2048
+_MAX_ECHO_CHARS = 100
 
 
 class _StatusError(Exception):
     """Ends a call with a status (raised inside handlers, turned into
-    context.abort at their top)."""
+    context.abort at their top). ``echoed``: values of the request the
+    message repeats (shortened in the status, see _status_message)."""
 
-    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+    def __init__(self, code: grpc.StatusCode, message: str, echoed: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.code = code
+        self.echoed = echoed
 
 
 class _Malformed:
@@ -54,7 +63,7 @@ class _Malformed:
     raises, and logs a traceback)."""
 
     def __init__(self, message_class: Any, error: Exception) -> None:
-        self.what = f"malformed {message_class.DESCRIPTOR.name}: {error}"
+        self.what = _status_message(f"malformed {message_class.DESCRIPTOR.name}: {error}")
 
 
 def _parser(message_class: Any) -> Any:
@@ -68,6 +77,13 @@ def _parser(message_class: Any) -> Any:
 
 
 def _status_of(error: BaseException) -> tuple[grpc.StatusCode, str]:
+    """The status (code, message) a call ends with after ``error``; the
+    message is cut to fit the trailers (_status_message)."""
+    code, message = _code_of(error)
+    return code, _status_message(message, getattr(error, "echoed", ()))
+
+
+def _code_of(error: BaseException) -> tuple[grpc.StatusCode, str]:
     if isinstance(error, _StatusError):
         return error.code, str(error)
     if isinstance(error, NotFoundError):
@@ -79,6 +95,32 @@ def _status_of(error: BaseException) -> tuple[grpc.StatusCode, str]:
     if isinstance(error, (ValueError, TypeError, OverflowError)):
         return grpc.StatusCode.INVALID_ARGUMENT, str(error)
     return grpc.StatusCode.INTERNAL, f"{type(error).__name__}: {error}"
+
+
+def _status_message(message: str, echoed: Iterable[str] = ()) -> str:
+    """``message`` as a status may carry it (see _MAX_STATUS_BYTES): each of
+    the ``echoed`` values (what the client sent) longer than _MAX_ECHO_CHARS
+    shortened where it appears, with an ellipsis and its length, and then
+    the whole cut to _MAX_STATUS_BYTES of UTF-8.
+
+    Example:
+        >>> _status_message('no table ' + 'x' * 500 + ' here', ['x' * 500])[:12]
+        'no table xxx'
+        >>> _status_message('no table ' + 'x' * 500 + ' here', ['x' * 500])[109:]
+        '… (500 characters) here'
+    """
+    for value in sorted({v for v in echoed if len(v) > _MAX_ECHO_CHARS}, key=len, reverse=True):
+        shortened = f"{value[:_MAX_ECHO_CHARS]}… ({len(value)} characters)"
+        message = message.replace(value, shortened)
+        quoted = repr(value)[1:-1]  # as {value!r} shows it, if that differs
+        if quoted != value:
+            message = message.replace(quoted, shortened)
+    encoded = message.encode("utf-8", errors="replace")
+    if len(encoded) <= _MAX_STATUS_BYTES:
+        return message
+    note = f"… (cut; {len(message)} characters in all)"
+    kept = encoded[: _MAX_STATUS_BYTES - len(note.encode())]
+    return kept.decode("utf-8", errors="ignore") + note
 
 
 class ReplayServicer:
@@ -160,7 +202,10 @@ class ReplayServicer:
         return call
 
     def _table(self, name: str) -> Any:
-        return self._server.table(name)._core  # NotFoundError names the tables
+        try:
+            return self._server.table(name)._core
+        except NotFoundError as error:  # it names the tables, and `name` (the client's)
+            raise _StatusError(grpc.StatusCode.NOT_FOUND, str(error), echoed=(name,)) from None
 
     def _check_running(self) -> None:
         # CANCELLED, not UNAVAILABLE: clients retry UNAVAILABLE (a lost
@@ -229,7 +274,11 @@ class ReplayServicer:
         try:
             wire.add_chunks(holder, self._store, batch, payloads)
         except ValueError as error:
-            raise _StatusError(grpc.StatusCode.INVALID_ARGUMENT, str(error)) from None
+            # The core's message may repeat a layout's dtype or compression.
+            echoed = tuple(
+                s for layout in batch.layouts for s in (layout.dtype, layout.compression)
+            )
+            raise _StatusError(grpc.StatusCode.INVALID_ARGUMENT, str(error), echoed) from None
 
     def _insert(
         self,
