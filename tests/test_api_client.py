@@ -404,6 +404,61 @@ def test_sample_waits_for_an_insert_without_timeout(
     assert [int(s.data[0][0]) for s in samples] == [5, 6]
 
 
+# Timeouts past a year wait forever; from about 7.4e9 s on gRPC's deadlines
+# overflow (and Python's lock waits from 9.2e9 s).
+HUGE_TIMEOUTS = [8e9, 1e10, 1e300, math.inf]
+
+
+def waits(server: resound.Server, table: str, kind: str, call: Background) -> None:
+    """Returns once ``call`` waits for the rate limiter of ``table`` (kind
+    "samples" or "inserts"); fails at once if it ended instead."""
+    wait_until(
+        lambda: call.done() or counters(server, table)[f"waiting_{kind}"] == 1, f"{kind} wait"
+    )
+    if call.done():
+        call.value()  # its error, if it raised
+        raise AssertionError("the call ended instead of waiting")
+
+
+@pytest.mark.parametrize("timeout", HUGE_TIMEOUTS)
+def test_timeouts_past_a_year_wait_forever_on_both_transports(serve, timeout: float) -> None:
+    server, client = serve(resound.Table.queue("queue", 1))
+    assert list(client.server_info(timeout=timeout)) == ["queue"]
+    assert list(client.server_infos(timeout=timeout).values())[0].keys() == {"queue"}
+
+    sampled = Background(
+        lambda: list(client.sample("queue", emit_timesteps=False, timeout=timeout))
+    )
+    waits(server, "queue", "samples", sampled)
+    client.insert(1, priorities={"queue": 1.0}, timeout=timeout)
+    assert [int(s.data[0][0]) for s in sampled.value()] == [1]
+
+    batch = Background(client.sample_batch, "queue", 1, timeout=timeout)
+    waits(server, "queue", "samples", batch)
+    client.insert(2, priorities={"queue": 1.0}, timeout=timeout)
+    np.testing.assert_array_equal(batch.value().data[0], [[2]])
+
+    # Inserts into the full queue wait too: the client's and a writer's flush.
+    client.insert(3, priorities={"queue": 1.0})
+    inserted = Background(client.insert, 4, priorities={"queue": 1.0}, timeout=timeout)
+    waits(server, "queue", "inserts", inserted)
+    with client.sample_batches("queue", 1, num_batches=1, timeout=timeout) as batches:
+        np.testing.assert_array_equal(next(batches).data[0], [[3]])
+    inserted.value()
+    # (Not a context manager: a writer closed with its item refused would
+    # wait for room forever.)
+    writer = client.trajectory_writer(1)
+    writer.append([np.int64(5)])
+    writer.create_item("queue", 1.0, [writer.history[0][-1:]])
+    flushed = Background(writer.flush, timeout_ms=timeout * 1000)
+    waits(server, "queue", "inserts", flushed)
+    (sample,) = client.sample("queue", emit_timesteps=False, timeout=timeout)
+    assert int(sample.data[0][0]) == 4
+    flushed.value()
+    writer.close()
+    assert [int(s.data[0][0]) for s in client.sample("queue", emit_timesteps=False)] == [5]
+
+
 # --- sample_batch
 
 

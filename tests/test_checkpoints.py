@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,7 @@ import resound
 from resound import checkpointers, rate_limiters, selectors
 from resound.errors import CheckpointError
 
-from conftest import SAFETY
+from conftest import SAFETY, file_of, records_of
 
 SELECTORS: dict[str, Callable[[], Any]] = {
     "uniform": selectors.Uniform,
@@ -372,6 +373,80 @@ def test_checkpoint_files_of_the_earlier_layout_still_load(tmp_path: Any) -> Non
     assert sorted(os.listdir(legacy)) == [os.path.basename(newer)]
 
 
+def test_chunks_of_a_dtype_now_refused_at_insert_still_load_from_checkpoints(
+    tmp_path: Any,
+) -> None:
+    # Servers used to store chunks of sizes numpy has no type for ('<f3');
+    # refusing one when loading would refuse the whole checkpoint, every
+    # good item with it.
+    server = resound.Server(
+        make_tables(), listen=False, checkpointer=checkpointers.DefaultCheckpointer(tmp_path)
+    )
+    client = server.in_process_client()
+    client.insert({"x": np.bytes_(b"abc")}, priorities={"main": 1.0})  # a '|S3' chunk
+    client.insert({"x": np.float32(2.5)}, priorities={"main": 1.0})
+    data = Path(checkpointers.checkpoint_file(server.checkpoint())).read_bytes()
+    client.reset("main")  # its chunks go (the chunk store is the process's)
+    records = records_of(data)
+    (index,) = [i for i, (_, payload) in enumerate(records) if b"|S3" in payload]
+    kind, payload = records[index]
+    records[index] = (kind, payload.replace(b"|S3", b"<f3"))  # the same size: 3 bytes a step
+    old = tmp_path / "old.rsnd"
+    old.write_bytes(file_of(data[:16], records))
+    tables = make_tables()
+    resound.Server(
+        tables,
+        listen=False,
+        checkpointer=checkpointers.DefaultCheckpointer(
+            tmp_path / "none", fallback_checkpoint_path=old
+        ),
+    )
+    assert tables[0].info.current_size == 2
+    dtypes = [item.chunks[0].dtype for item in tables[0]._core.snapshot()]
+    assert dtypes == ["<f3", "<f4"]
+
+
+@pytest.mark.parametrize("layout", ["directory", "file"])
+def test_a_checkpoint_that_is_not_a_regular_file_is_refused_naming_it(
+    tmp_path: Any, layout: str
+) -> None:
+    # A FIFO in a checkpoint's place: its open waited for a writer, hanging
+    # the server at start. (The test holds a writer end, so that a regression
+    # fails on the message instead of hanging.)
+    older = checkpointers.DefaultCheckpointer(tmp_path)
+    resound.Server(make_tables(), listen=False, checkpointer=older).checkpoint()
+    if layout == "directory":
+        (tmp_path / "checkpoint-29990101T000000.000000000Z").mkdir()
+        fifo = tmp_path / "checkpoint-29990101T000000.000000000Z" / checkpointers.FILE_NAME
+        refused = fifo.parent
+    else:
+        fifo = refused = tmp_path / "checkpoint-29990101T000000.000000000Z.rsnd"
+    os.mkfifo(fifo)
+    writer = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
+    try:
+        checkpointer = checkpointers.DefaultCheckpointer(tmp_path)
+        # The newest by name: refused, not passed over for the older one.
+        assert checkpointer.latest() == str(refused)
+        message = f"checkpoint {fifo} cannot be loaded: it is a FIFO, not a regular file"
+        with pytest.raises(CheckpointError, match=message):
+            resound.Server(make_tables(), listen=False, checkpointer=checkpointer)
+        with pytest.raises(CheckpointError, match=message):
+            checkpointers.inspect(refused)
+        fallback = checkpointers.DefaultCheckpointer(
+            tmp_path / "empty", fallback_checkpoint_path=fifo
+        )
+        with pytest.raises(CheckpointError, match=message):
+            resound.Server(make_tables(), listen=False, checkpointer=fallback)
+        with pytest.raises(CheckpointError, match="/dev/null cannot be loaded: it is a character"):
+            checkpointers.inspect("/dev/null")
+        # Saves go on, and never delete it (not one of the checkpointer's files).
+        server = resound.Server(make_tables(), listen=False)
+        assert checkpointer.save(list(server.tables.values())) in checkpointer.checkpoints()
+        assert fifo.exists()
+    finally:
+        os.close(writer)
+
+
 def test_damaged_checkpoints_are_refused_with_the_file_named(tmp_path: Any) -> None:
     source = checkpointers.DefaultCheckpointer(tmp_path / "good")
     server = resound.Server(make_tables(), listen=False, checkpointer=source)
@@ -486,7 +561,19 @@ while True:
 """
 
 
-def test_a_process_killed_mid_save_leaves_the_previous_checkpoint(tmp_path: Any) -> None:
+def temporaries(directory: Any) -> list[str]:
+    """The paths of every ``*.tmp`` file under ``directory``."""
+    return sorted(
+        os.path.join(root, name)
+        for root, _, names in os.walk(directory)
+        for name in names
+        if name.endswith(".tmp")
+    )
+
+
+def test_a_process_killed_mid_save_leaves_the_previous_checkpoint_and_no_temporary(
+    tmp_path: Any,
+) -> None:
     process = subprocess.Popen(
         [sys.executable, "-c", KILLED_SAVER, str(tmp_path)], stdout=subprocess.PIPE, text=True
     )
@@ -494,17 +581,69 @@ def test_a_process_killed_mid_save_leaves_the_previous_checkpoint(tmp_path: Any)
     first = process.stdout.readline().strip()
     assert process.stdout.readline().strip() == "saving"
     # Kill it while a save of ~400 MB is being written.
-    while not any(name.endswith(".tmp") for _, _, names in os.walk(tmp_path) for name in names):
+    while not temporaries(tmp_path):
         if process.poll() is not None:
             pytest.fail("the saver ended by itself")
     process.send_signal(signal.SIGKILL)
     process.wait(SAFETY)
     process.stdout.close()
+    (left,) = temporaries(tmp_path)  # named with the saver's pid
+    assert os.path.basename(left) == f"{checkpointers.FILE_NAME}.{process.pid}.tmp"
     latest = checkpointers.DefaultCheckpointer(tmp_path).checkpoints()[-1]
     assert latest >= first
     table = resound.Table("big", selectors.Fifo(), selectors.Fifo(), 4000, rate_limiters.MinSize(1))
     resound.Server([table], listen=False, checkpointer=checkpointers.DefaultCheckpointer(tmp_path))
     assert table.info.current_size == 4000
+    # The next server's start removed the killed save's temporary, and its
+    # directory with it: a crash loop does not fill the disk.
+    assert temporaries(tmp_path) == []
+    assert not os.path.exists(os.path.dirname(left))
+
+
+def gone_pid() -> int:
+    """The pid of a process that ran and has ended (and was reaped)."""
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait(SAFETY)
+    return process.pid
+
+
+def test_temporaries_of_processes_gone_are_removed_at_start_and_after_each_save(
+    tmp_path: Any,
+) -> None:
+    live = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                            stdin=subprocess.PIPE)  # fmt: skip
+    try:
+        gone = gone_pid()
+
+        def left(stamp: str, owner: int | None, directory: str | None = None) -> Any:
+            folder = tmp_path / (directory or f"checkpoint-20240101T00000{stamp}.000000000Z")
+            folder.mkdir(exist_ok=True)
+            name = checkpointers.FILE_NAME + ("" if owner is None else f".{owner}") + ".tmp"
+            (folder / name).write_bytes(b"\0" * 1000)
+            return folder / name
+
+        stale = left("0", gone)
+        mine = left("1", os.getpid())  # an earlier process with this pid
+        saving = left("2", live.pid)  # a save under way in another process
+        shared = left("3", gone)
+        (shared.parent / "notes.txt").write_text("someone else's")
+        not_ours = left("", gone, directory="elsewhere")
+        earlier = left("4", None)  # no pid (earlier versions): whose, unknown
+        checkpointer = checkpointers.DefaultCheckpointer(tmp_path)
+        server = resound.Server(make_tables(), listen=False, checkpointer=checkpointer)
+        assert temporaries(tmp_path) == sorted(map(str, [saving, not_ours, earlier]))
+        assert not stale.parent.exists() and not mine.parent.exists()
+        assert sorted(os.listdir(shared.parent)) == ["notes.txt"]
+        # A save removes those left since.
+        again = left("5", gone_pid())
+        path = server.in_process_client().checkpoint()
+        assert not again.parent.exists()
+        assert temporaries(tmp_path) == sorted(map(str, [saving, not_ours, earlier]))
+        assert checkpointer.checkpoints() == [path]
+    finally:
+        assert live.stdin is not None
+        live.stdin.close()  # ends it
+        live.wait(SAFETY)
 
 
 def test_a_clock_stepping_back_does_not_make_the_newest_checkpoint_look_older(

@@ -137,6 +137,17 @@ def test_dtypes_round_trip(
     np.testing.assert_array_equal(np.frombuffer(chunk, np.dtype(dtype)), values.reshape(-1))
 
 
+@pytest.mark.parametrize("dtype", ["<f3", "<c2", "<i3", "<u16", "<f32", "<c12"])
+def test_dtypes_numpy_has_no_type_for_are_refused(store: _core.ChunkStore, dtype: str) -> None:
+    # No client could decode such a chunk (numpy: "data type not understood").
+    size = int(dtype[2:])
+    with pytest.raises(ValueError, match=rf"got '{dtype}'.*no type of kind '{dtype[1]}'"):
+        store.add(3, bytes(2 * size), dtype, (), 2)
+    with pytest.raises(ValueError, match=rf"got '{dtype}'"):
+        _core.ColumnChunker(store, dtype, (), 4, 4)
+    assert len(store) == 0
+
+
 @pytest.mark.parametrize("make_data", [bytes, bytearray, memoryview])
 def test_accepts_any_contiguous_buffer(store: _core.ChunkStore, make_data: type) -> None:
     raw = np.arange(6, dtype="<i4").tobytes()

@@ -214,6 +214,30 @@ def test_malformed_inserts_are_refused_and_the_table_still_works(service, case):
     assert table_size(server) == 1
 
 
+@pytest.mark.parametrize("dtype", ["<f3", "<c2", "<i3", "<u16", "<f32", "<c4"])
+def test_chunks_of_a_dtype_numpy_has_no_type_for_are_refused(service, dtype):
+    # Stored, they made every sampler that drew them raise "data type not
+    # understood".
+    server, channel, client = service
+    key, size = fresh_key(), 3 * int(dtype[2:])
+    request = P.InsertRequest(
+        **chunks(key, [0, 0, 0], dtype=dtype, data=bytes(size), data_sizes=[size]),
+        items=items(item(10, key, table="q")),
+    )
+    with pytest.raises(grpc.RpcError) as caught:
+        send(channel, request)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT, caught.value.details()
+    message = caught.value.details()
+    assert f"got '{dtype}'" in message and "layouts[0]" in message
+    assert "i, u: 1, 2, 4, 8; f: 2, 4, 8, 16; c: 8, 16, 32" in message  # the allowed ones
+    assert table_size(server, "q") == 0 and server.table("q").info.num_chunks == 0
+    # Sizes numpy has are stored and come back.
+    values = np.array([1.5, -2.0], np.float16)
+    client.insert({"x": values}, priorities={"q": 1.0})
+    (sample,) = client.sample("q", emit_timesteps=False, timeout=SAFETY)
+    np.testing.assert_array_equal(sample.data[0], [values])
+
+
 def test_items_before_a_refused_one_are_confirmed_first(service):
     server, channel, _ = service
     key = fresh_key()
@@ -232,6 +256,57 @@ def test_items_before_a_refused_one_are_confirmed_first(service):
             confirmed.extend(response.item_keys)
     assert caught.value.code() == grpc.StatusCode.NOT_FOUND
     assert confirmed == [10, 11] and table_size(server) == 2
+
+
+@pytest.mark.parametrize("letter", ["a", "é"])
+def test_errors_echo_long_values_shortened_so_the_status_arrives(service, letter):
+    # A 1 MB table name echoed whole made the trailers pass gRPC's limit:
+    # the client saw RESOURCE_EXHAUSTED instead of NOT_FOUND.
+    server, channel, _ = service
+    name = letter * 1_000_000
+
+    def call(method: str, kind: str, request: object, reply: object) -> grpc.RpcError:
+        stub = getattr(channel, kind)(
+            f"/{P.SERVICE}/{method}",
+            request_serializer=lambda m: m.SerializeToString(),
+            response_deserializer=reply.FromString,  # type: ignore[attr-defined]
+        )
+        with pytest.raises(grpc.RpcError) as caught:
+            response = stub(request, timeout=SAFETY)
+            if kind != "unary_unary":
+                list(response)  # a stream's status comes with its end
+        return caught.value
+
+    no_table = items(item(1, 0, table=name, columns=False))
+    sample = P.SampleRequest(table=name, num_samples=1)
+    refusals = [
+        call("Sample", "unary_stream", sample, P.SampleResponse),
+        call("Reset", "unary_unary", P.ResetRequest(table=name), P.ResetResponse),
+        call("MutatePriorities", "unary_unary", P.MutatePrioritiesRequest(table=name),
+             P.MutatePrioritiesResponse),
+        call("Insert", "stream_stream", iter([P.InsertRequest(items=no_table)]), P.InsertResponse),
+    ]  # fmt: skip
+    for error in refusals:
+        assert error.code() == grpc.StatusCode.NOT_FOUND, error.details()
+        assert error.details() == (
+            f"Priority table {name[:100]}… (1000000 characters) was not found. "
+            "The following tables exist: q, t."
+        )
+    # A chunk's dtype, which the core's message repeats.
+    bad_dtype = P.InsertRequest(**chunks(fresh_key(), [1], dtype="<" + name))
+    error = call("Insert", "stream_stream", iter([bad_dtype]), P.InsertResponse)
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error.details()
+    assert f"got '<{name[:99]}… (1000001 characters)': unsupported kind" in error.details()
+    assert len(error.details().encode()) <= 2048
+    assert table_size(server) == 0
+
+
+def test_status_messages_are_cut_to_a_few_kilobytes() -> None:
+    from resound._service.servicer import _status_message
+
+    cut = _status_message("é" * 5000)  # 10 KB of UTF-8, 30 KB percent-encoded
+    assert len(cut.encode()) <= 2048 and cut.endswith("… (cut; 5000 characters in all)")
+    assert _status_message("short", ["a" * 500]) == "short"
 
 
 def test_sample_and_unary_calls_validate_their_requests(service):

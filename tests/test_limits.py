@@ -5,6 +5,7 @@ server waits for room (test_remote_writer.py); bad limit values are refused."""
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import grpc
@@ -13,6 +14,7 @@ import pytest
 
 import resound
 from resound import _proto
+from resound.table import shared_chunk_store
 
 from conftest import SAFETY, ServerProcess, refused_start, wait_until
 
@@ -85,6 +87,91 @@ def test_a_client_sending_chunks_no_item_uses_is_stopped_at_the_limit(limited) -
     client = resound.Client(limited)
     client.insert([np.zeros(1000, np.float32)], priorities={"q": 1.0})
     assert client.server_info()["q"].current_size == 1
+
+
+def write_items(writer: resound.TrajectoryWriter, count: int, table: str = "q") -> None:
+    """``count`` items of one 10 KB step each, then a flush."""
+    for value in range(count):
+        writer.append([np.full(2500, value, np.float32)])
+        writer.create_item(table, 1.0, [writer.history[0][-1:]])
+    writer.flush(timeout_ms=int(SAFETY * 1000))
+
+
+def test_max_bytes_counts_each_stored_byte_once_and_freed_room_is_free() -> None:
+    # A client in the server's process: its writers' chunks used to share the
+    # server's store, counted there too, and the chunks the server kept for a
+    # stream never looked unused to the writer, so it never released them.
+    table = resound.Table.queue("q", 1000)
+    server = resound.Server([table], max_bytes=1_000_000)
+    try:
+        client = resound.Client(f"127.0.0.1:{server.port}", transport="grpc")
+        store = shared_chunk_store()  # the server's chunks (its tables' store)
+        gc.collect()
+        before = store.memory_bytes  # what earlier tests left in the process's store
+        first = client.trajectory_writer(1)
+        write_items(first, 80)  # 800 KB, flushed once: was refused after 1 item
+        assert table.info.current_size == 80
+        # Each chunk once: the store holds the table's chunks, nothing more.
+        assert table.info.memory_bytes <= store.memory_bytes <= before + table.info.memory_bytes
+        kept = table.info.memory_bytes // 80  # the one chunk ``first`` keeps alive
+        # The idle writer releases what it let go of: after a reset the
+        # server holds only the chunk the writer may still use.
+        client.reset("q")
+        wait_until(
+            lambda: store.memory_bytes <= before + kept, "the idle writer's chunks are released"
+        )
+        second = client.trajectory_writer(1)
+        write_items(second, 80)
+        assert table.info.current_size == 80
+        # Past the limit: refused, and what is stored stays within it.
+        with pytest.raises(resound.ResourceExhaustedError, match="past its max_bytes of 1000000"):
+            write_items(second, 40)
+        assert 80 <= table.info.current_size < 120
+        assert store.memory_bytes <= 1_000_000
+        # The refused stream's chunks went with it; reset frees the rest.
+        client.reset("q")
+        wait_until(
+            lambda: store.memory_bytes <= before + kept, "the refused stream's chunks are freed"
+        )
+        with client.trajectory_writer(1) as third:
+            write_items(third, 80)
+        assert table.info.current_size == 80
+        first.close()
+    finally:
+        server.stop()
+
+
+def test_chunks_sent_again_bring_no_new_bytes(limited) -> None:
+    # A writer that reconnects sends its unconfirmed items' chunks again; one
+    # an item still uses is stored once, so it takes no room.
+    channel = grpc.insecure_channel(limited)
+    payload = np.ones(16 * 1024, np.float32).tobytes()  # 64 KB a chunk
+
+    def request(key: int, chunk_key: int) -> bytes:
+        batch = P.ChunkBatch(
+            layouts=[P.ChunkLayout(dtype="<f4", shape=[16 * 1024], compression="none")],
+            keys=[chunk_key], layout_indices=[0], num_steps=[1], episode_ids=[1],
+            start_steps=[0], end_steps=[0], data_sizes=[len(payload)],
+        )  # fmt: skip
+        items = P.ItemBatch(
+            tables=["q"], table_indices=[0], keys=[key], priorities=[1.0],
+            trajectories=P.Trajectories(num_columns=[1], num_slices=[1], squeeze=[False],
+                                        chunk_keys=[chunk_key], offsets=[0], lengths=[1]),
+        )  # fmt: skip
+        return P.InsertRequest(chunks=batch, chunk_data=payload, items=items).SerializeToString()
+
+    call = channel.stream_stream(
+        f"/{P.SERVICE}/Insert", response_deserializer=P.InsertResponse.FromString
+    )
+    # Four chunks of 64 KB with their items: 256 KB of the 300 KB.
+    first = [request(key, chunk_key=key) for key in range(1, 5)]
+    confirmed = [k for r in call(iter(first), timeout=SAFETY) for k in r.item_keys]
+    assert confirmed == [1, 2, 3, 4]
+    # Chunk 4 again (with another item), as a reconnected stream sends it.
+    again = call(iter([request(5, chunk_key=4)]), timeout=SAFETY)
+    assert [k for r in again for k in r.item_keys] == [5]
+    assert resound.Client(limited).server_info()["q"].current_size == 5
+    channel.close()
 
 
 @pytest.mark.parametrize("value", [0, -1, 1.5, True, "1G"])

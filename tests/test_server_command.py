@@ -4,6 +4,7 @@ bad config with a message naming the key, before starting anything."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -116,6 +117,34 @@ def test_a_missing_config_file_is_reported(tmp_path):
         timeout=SAFETY,
     )  # fmt: skip
     assert result.returncode == 2 and "cannot read config" in result.stderr
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_config_that_is_not_a_regular_file_is_refused_naming_it(tmp_path, kind):
+    # Opening a FIFO waits for a writer, and /dev/zero never ends: both hung
+    # the server at start (refused_start times out after SAFETY seconds).
+    if kind == "fifo":
+        path = tmp_path / "server.toml"
+        os.mkfifo(path)
+        what = "a FIFO"
+    else:
+        path, what = Path("/dev/null"), "a character device"  # as /dev/zero, but finite
+    message = refused_start("--config", str(path))
+    assert f"cannot read config: {path} is {what}, not a regular file" in message
+
+
+def test_a_fifo_named_like_the_newest_checkpoint_stops_the_server_naming_it(config, tmp_path):
+    directory = tmp_path / "checkpoints"
+    directory.mkdir()
+    fifo = directory / "checkpoint-20260101T000000.000000000Z.rsnd"
+    os.mkfifo(fifo)
+    message = refused_start("--config", str(config), "--checkpoint-dir", str(directory))
+    assert f"checkpoint {fifo} cannot be loaded: it is a FIFO, not a regular file" in message
+    assert "serving" not in message
+    report = subprocess.run(
+        server_command("inspect", str(fifo)), capture_output=True, text=True, timeout=SAFETY
+    )
+    assert report.returncode == 2 and f"{fifo} cannot be loaded: it is a FIFO" in report.stderr
 
 
 def serving_port(served: ServerProcess) -> int:

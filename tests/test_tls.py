@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import os
 import pickle
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -241,6 +242,10 @@ def test_settings_read_from_files_and_never_show_keys(pki, tmp_path: Path) -> No
         (lambda p: ClientTls(None, p.client.certificate), "go together"),
         (lambda p: ClientTls(server_name=""), "server_name must be"),
         (lambda p: ServerTls.from_files("/nonexistent.pem", "/x.key"), "cannot read"),
+        (
+            lambda p: ServerTls.from_files("/dev/null", "/x.key"),
+            "certificate_chain: /dev/null is a character device, not a regular file",
+        ),
         (lambda p: ClientTls.from_files(123), "must be a file path"),
     ],
 )
@@ -316,6 +321,45 @@ def test_the_server_command_refuses_incomplete_tls_options(pki, tmp_path, args, 
     config.write_text('[[tables]]\nname = "q"\nkind = "queue"\nmax_size = 10\n')
     filled = [a.format(**{k: str(v) for k, v in files.items()}) for a in args]
     assert message in refused_start("--config", str(config), *filled)
+
+
+def test_a_tls_file_that_is_a_fifo_is_refused_naming_it(pki, tmp_path: Path) -> None:
+    # Its open waited for a writer: the server hung at start (refused_start
+    # times out after SAFETY seconds).
+    files = write_files(pki, tmp_path)
+    fifo = tmp_path / "fifo.key"
+    os.mkfifo(fifo)
+    config = tmp_path / "server.toml"
+    config.write_text('[[tables]]\nname = "q"\nkind = "queue"\nmax_size = 10\n')
+    message = refused_start("--config", str(config), "--tls-cert", str(files["cert"]),
+                            "--tls-key", str(fifo))  # fmt: skip
+    assert f"private_key: {fifo} is a FIFO, not a regular file" in message
+
+
+def test_a_tls_file_that_is_not_pem_is_named_and_its_contents_never_shown(
+    pki, tmp_path: Path
+) -> None:
+    # The wrong file may hold a secret (a key in another format): it used to
+    # be quoted in the error, which ends up in logs.
+    files = write_files(pki, tmp_path)
+    secret = b"SECRET-KEY-MATERIAL-0123456789"
+    (tmp_path / "wrong.pem").write_bytes(secret)
+    (tmp_path / "key.der").write_bytes(b"\x30\x82" + secret)
+    config = tmp_path / "server.toml"
+    config.write_text('[[tables]]\nname = "q"\nkind = "queue"\nmax_size = 10\n')
+    message = refused_start("--config", str(config), "--tls-cert", str(tmp_path / "wrong.pem"),
+                            "--tls-key", str(files["key"]))  # fmt: skip
+    assert f"certificate_chain: '{tmp_path / 'wrong.pem'}' is not a PEM file" in message
+    assert "its 30 bytes hold no '-----BEGIN' line" in message
+    with pytest.raises(ValueError) as der:
+        ServerTls.from_files(files["cert"], tmp_path / "key.der")
+    assert f"private_key: '{tmp_path / 'key.der'}' is not a PEM file" in str(der.value)
+    assert "look like DER" in str(der.value)
+    with pytest.raises(ValueError) as given:
+        ClientTls(secret)  # given as bytes: described, not quoted, too
+    assert "its 30 bytes hold no '-----BEGIN' line" in str(given.value)
+    for error in (message, str(der.value), str(given.value)):
+        assert "SECRET" not in error and "0123" not in error
 
 
 def test_the_server_command_takes_tls_files_from_its_config(pki, tmp_path) -> None:

@@ -22,7 +22,6 @@ import pytest
 
 import resound
 from resound import TensorSpec, TrajectoryColumn, _codec, rate_limiters, selectors
-from resound.table import shared_chunk_store
 
 from conftest import SAFETY, Background, in_process_only, wait_until
 
@@ -698,8 +697,9 @@ def test_pending_items_keep_chunks_after_their_rows_leave_the_window(serve):
 
 
 def test_the_writer_keeps_only_the_chunks_its_references_reach(serve):
-    store = shared_chunk_store()
     _, client = serve(queue())
+    # The tables' store in process, the remote clients' own over gRPC.
+    store = client._transport._store
     writer = client.trajectory_writer(5, max_chunk_length=2)
     refs = [writer.append({"x": np.float32(i)})["x"] for i in range(12)]
 

@@ -85,6 +85,24 @@ def test_chunks_go_once_per_stream_and_are_released_when_gone(store):
     assert list(third.release_chunk_keys) == [21] and list(third.chunks.keys) == [kept.key]
 
 
+def test_a_release_goes_without_items_once_a_sent_chunk_is_gone(store):
+    # An idle stream sends its releases alone (see InsertStream._requests):
+    # the server would otherwise keep the chunks until the writer's next item.
+    encoder = _core.InsertRequestEncoder(store)
+    handles = [add_chunk(store, key, np.zeros(3, np.float32)) for key in (41, 42)]
+    assert not encoder.releasable  # nothing sent yet
+    encoder.add("t", 1, 1.0, [([(41, 0, 1)], True), ([(42, 0, 1)], True)])
+    encoder.take_message(10, 1 << 20)
+    encoder.confirm(np.array([1], np.uint64))
+    assert not encoder.releasable  # the writer still holds both
+    del handles[0]
+    assert encoder.releasable
+    alone = _proto.InsertRequest.FromString(encoder.take_message(10, 1 << 20))
+    assert list(alone.release_chunk_keys) == [41]
+    assert not alone.HasField("items") and not alone.HasField("chunks")
+    assert not encoder.releasable and encoder.queued == 0
+
+
 def test_limits_cut_messages_and_requeue_resends_in_order(store):
     handles = [add_chunk(store, 30 + i, np.zeros(256, np.float32)) for i in range(5)]
     encoder = _core.InsertRequestEncoder(store)

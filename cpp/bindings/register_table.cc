@@ -559,6 +559,8 @@ proceed or the table closes. False (nothing armed) when that is already so.)doc"
       .def_property_readonly("wake_fd", &Table::wake_fd,
                              "A descriptor to watch for reading (owned by the table).")
       .def("take_wakes", &Table::TakeWakes, "The sides raised since the last call; drains wake_fd.")
+      .def("note_external_wait", &Table::NoteExternalWait, py::arg("side"), py::arg("waiting"),
+           "Counts a call waiting outside the table in info's waiting/blocked figures (+1, then -1).")
       .def("reset", &Table::Reset, py::call_guard<py::gil_scoped_release>())
       .def("close", &Table::Close, py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("closed", [](const Table& t) {

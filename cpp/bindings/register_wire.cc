@@ -76,6 +76,8 @@ ChunkMetadata ParseLayout(py::handle layout, size_t index) {
     metadata.delta_encoded = py::cast<bool>(fields[3]);
   } catch (const py::cast_error&) {
     throw InvalidArgumentError(where + " must be (dtype: str, shape: ints, compression: str, delta_encoded: bool)");
+  } catch (const InvalidArgumentError& error) {
+    throw InvalidArgumentError(where + ": " + error.what());  // which layout of the batch
   }
   return metadata;
 }
@@ -256,6 +258,8 @@ InsertRequest messages by the thousand, held until the server confirms them
           py::arg("keys"), "Drops the unconfirmed items these keys confirm; returns how many.")
       .def("requeue", &InsertRequestEncoder::Requeue,
            "A new stream: unconfirmed items go back to the front of the queue, every chunk counts as unsent.")
+      .def_property_readonly("releasable", &InsertRequestEncoder::HasReleasable,
+                             "Whether take_message would release a chunk on the server (one gone from the store).")
       .def_property_readonly("queued", &InsertRequestEncoder::queued)
       .def_property_readonly("unconfirmed", &InsertRequestEncoder::unconfirmed)
       .def_property_readonly("in_flight_bytes", &InsertRequestEncoder::in_flight_bytes);

@@ -190,7 +190,8 @@ std::pair<ChunkMetadata, std::span<const std::byte>> GetChunk(RecordDecoder& in)
   metadata.uncompressed_size = in.Get<int64_t>("chunk uncompressed_size");
   const auto payload = in.Rest();
   try {
-    metadata.dtype = DType::Parse(dtype);
+    // Without the size rule: chunks stored before it still load (see dtype.h).
+    metadata.dtype = DType::ParseStored(dtype);
     if (compression > static_cast<uint8_t>(Compression::kLz4)) {
       throw InvalidArgumentError("unknown compression " + std::to_string(compression));
     }

@@ -28,10 +28,22 @@ T GetLittleEndian(const std::byte* in) noexcept {
   return value;
 }
 
+// What a file that is not a regular one is, for the error.
+const char* KindOf(mode_t mode) noexcept {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISDIR(mode)) return "a directory";
+  return "a file of another kind";
+}
+
 }  // namespace
 
 CheckpointFileReader::CheckpointFileReader(std::string path) : path_(std::move(path)) {
-  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO would otherwise wait for a writer (a server
+  // hung at start); it is refused below, and regular files ignore the flag.
+  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd_ < 0) throw std::system_error(errno, std::generic_category(), "opening " + path_);
   struct stat info {};
   if (::fstat(fd_, &info) != 0) {
@@ -41,6 +53,11 @@ CheckpointFileReader::CheckpointFileReader(std::string path) : path_(std::move(p
   }
   file_bytes_ = static_cast<uint64_t>(info.st_size);
   try {
+    // A device or FIFO has no size to check records against (/dev/zero
+    // would be read forever).
+    if (!S_ISREG(info.st_mode)) {
+      Fail(std::string("it is ") + KindOf(info.st_mode) + ", not a regular file; not a resound checkpoint");
+    }
     std::byte header[CheckpointFileWriter::kHeaderBytes];
     if (file_bytes_ < sizeof header) Fail("it is shorter than a checkpoint header; not a resound checkpoint");
     Read(header, sizeof header, "the header");

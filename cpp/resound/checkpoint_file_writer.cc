@@ -36,8 +36,12 @@ std::string DirectoryOf(const std::string& path) {
 
 }  // namespace
 
+std::string CheckpointFileWriter::TemporaryPathOf(const std::string& path) {
+  return path + "." + std::to_string(::getpid()) + ".tmp";
+}
+
 CheckpointFileWriter::CheckpointFileWriter(std::string path)
-    : path_(std::move(path)), temporary_path_(path_ + ".tmp") {
+    : path_(std::move(path)), temporary_path_(TemporaryPathOf(path_)) {
   if (path_.empty()) throw InvalidArgumentError("path: a checkpoint file needs a name");
   fd_ = ::open(temporary_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd_ < 0) throw IoError("creating " + temporary_path_);

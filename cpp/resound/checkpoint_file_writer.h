@@ -31,9 +31,13 @@ class CheckpointFileWriter {
   static constexpr size_t kHeaderBytes = 16;
   static constexpr size_t kRecordOverhead = 4 + 8 + 4;
 
-  // Creates the temporary file `path` + ".tmp" (failing if it exists: two
-  // saves to one name would interleave). std::system_error on I/O errors.
+  // Creates the temporary file TemporaryPathOf(path) (failing if it exists:
+  // two saves to one name would interleave). std::system_error on I/O errors.
   explicit CheckpointFileWriter(std::string path);
+  // `path` + ".<pid>.tmp", the pid this process's: a temporary left by a
+  // process killed mid-save is recognisably a save's, and whose (see
+  // resound.checkpointers, which removes those of processes gone).
+  static std::string TemporaryPathOf(const std::string& path);
   // Without Commit(), the temporary file is removed: nothing appears at `path`.
   ~CheckpointFileWriter();
   CheckpointFileWriter(const CheckpointFileWriter&) = delete;

@@ -21,8 +21,13 @@ class DType {
   static constexpr size_t kMaxLength = 15;
 
   // Parses and validates a type string; throws InvalidArgumentError naming
-  // `dtype` and the accepted forms.
+  // `dtype` and the accepted forms. Sizes must be ones numpy has a type for
+  // (b: 1; i, u: 1, 2, 4, 8; f: 2, 4, 8, 16; c: 8, 16, 32; S, U, V: any):
+  // a chunk of '<f3' could be stored but never decoded by any client.
   static DType Parse(std::string_view typestr);
+  // Parse without the size rule, for chunks stored before it (checkpoints):
+  // refusing one would refuse the whole checkpoint, every good item with it.
+  static DType ParseStored(std::string_view typestr);
 
   std::string_view str() const noexcept { return {text_.data(), length_}; }
   // The kind character: one of "biufcSUV".
@@ -37,6 +42,7 @@ class DType {
 
  private:
   DType(std::string_view typestr, uint32_t count) noexcept;
+  static DType ParseChecked(std::string_view typestr, bool check_size);
 
   std::array<char, kMaxLength> text_{};
   uint8_t length_ = 0;

@@ -81,6 +81,10 @@ void InsertRequestEncoder::TakeMessage(size_t max_items, size_t max_bytes,
   wire::WriteWithPayloads(message, wire::insert_request::kChunkData, new_chunks, allocate);
 }
 
+bool InsertRequestEncoder::HasReleasable() const {
+  return std::any_of(sent_.begin(), sent_.end(), [this](uint64_t key) { return !store_->Find(key); });
+}
+
 size_t InsertRequestEncoder::Confirm(std::span<const uint64_t> keys) {
   size_t dropped = 0;
   for (const uint64_t key : keys) {

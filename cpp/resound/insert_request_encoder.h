@@ -56,6 +56,13 @@ class InsertRequestEncoder {
   // counts as unsent.
   void Requeue();
 
+  // Whether a chunk the server keeps for this stream is gone from the store
+  // (TakeMessage would release it). A stream with nothing queued then sends
+  // a message of releases alone: otherwise the server would keep the chunks
+  // (and count them against its max_bytes) until the writer's next items,
+  // after a reset or the items' removal too.
+  bool HasReleasable() const;
+
   size_t queued() const noexcept { return queue_.size(); }
   size_t unconfirmed() const noexcept { return unconfirmed_.size(); }
   // Payload bytes of the chunks of queued and unconfirmed items (a chunk

@@ -153,6 +153,12 @@ uint32_t RateLimiter::ReadySides(uint32_t sides) const noexcept {
   return ready;
 }
 
+void RateLimiter::NoteExternalWait(uint32_t side, int waiting) noexcept {
+  const bool inserts = side == WakeSignal::kInserts;
+  (inserts ? waiting_inserts_ : waiting_samples_) += waiting;
+  if (waiting > 0) ++(inserts ? blocked_inserts_ : blocked_samples_);
+}
+
 bool RateLimiter::ArmWake(WakeSignal& signal, uint32_t side) noexcept {
   if (ReadySides(side) != 0) return false;
   wake_ = &signal;

@@ -107,6 +107,10 @@ class RateLimiter {
   // it. Returns false, arming nothing, when that is already the case. One
   // signal per limiter; needs the table lock like the counter updates.
   bool ArmWake(WakeSignal& signal, uint32_t side) noexcept;
+  // Counts a call that waits outside the limiter (`waiting` +1 when it
+  // starts waiting, which also counts it as blocked, -1 when it stops) in
+  // the figures of Info(), as the limiter's own waits are. Table lock held.
+  void NoteExternalWait(uint32_t side, int waiting) noexcept;
   bool cancelled() const noexcept { return cancelled_; }
 
   RateLimiterInfo Info() const noexcept;

@@ -336,6 +336,14 @@ int Table::wake_fd() {
   return wake_->fd();
 }
 
+void Table::NoteExternalWait(uint32_t side, int waiting) {
+  if (side != WakeSignal::kInserts && side != WakeSignal::kSamples) {
+    throw InvalidArgumentError("side must be WakeSignal::kInserts (1) or kSamples (2), got " + std::to_string(side));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  limiter_.NoteExternalWait(side, waiting);
+}
+
 uint32_t Table::TakeWakes() {
   WakeSignal* wake = nullptr;
   {

@@ -114,6 +114,9 @@ class Table {
   int wake_fd();
   // The sides raised since the last call (see WakeSignal::Take).
   uint32_t TakeWakes();
+  // Counts a call waiting outside the table (see RateLimiter::NoteExternalWait)
+  // in Info()'s waiting and blocked figures: +1 as it starts, -1 as it ends.
+  void NoteExternalWait(uint32_t side, int waiting);
 
   int64_t size() const;
   TableInfo Info() const;

@@ -73,6 +73,8 @@ std::string WriteSample(const std::string& path) {
     writer.Append(7, {Bytes("last")});
     RESOUND_CHECK(!Exists(path));  // only the temporary file so far
     RESOUND_CHECK(Exists(writer.temporary_path()));
+    // Named with the writer's pid: recognisable once its process is gone.
+    RESOUND_CHECK(writer.temporary_path() == path + "." + std::to_string(::getpid()) + ".tmp");
     writer.Commit();
     RESOUND_CHECK(!Exists(writer.temporary_path()));
     RESOUND_CHECK(writer.num_records() == 5);
@@ -100,7 +102,7 @@ void UncommittedWritersLeaveNothing(const std::string& directory) {
     writer.Append(1, {Bytes("abandoned")});
   }
   RESOUND_CHECK(!Exists(path));
-  RESOUND_CHECK(!Exists(path + ".tmp"));
+  RESOUND_CHECK(!Exists(CheckpointFileWriter::TemporaryPathOf(path)));
 }
 
 void CommitNeverReplacesAFile(const std::string& directory) {
@@ -112,7 +114,7 @@ void CommitNeverReplacesAFile(const std::string& directory) {
     RESOUND_CHECK(Throws<std::system_error>([&] { writer.Commit(); }));
   }
   RESOUND_CHECK((Contents(path) == std::vector<char>{'m', 'i', 'n', 'e'}));
-  RESOUND_CHECK(!Exists(path + ".tmp"));
+  RESOUND_CHECK(!Exists(CheckpointFileWriter::TemporaryPathOf(path)));
   std::remove(path.c_str());
 }
 

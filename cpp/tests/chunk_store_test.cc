@@ -84,6 +84,15 @@ void DuplicatesAndCollisions() {
   RESOUND_CHECK(Throws<InvalidArgumentError>([&] { store.Insert(m, Bytes(15, 7)); }));
   RESOUND_CHECK(Throws<InvalidArgumentError>([&] { DType::Parse("<f00000000000004"); }));
   RESOUND_CHECK(DType::Parse("<U0000000000004").itemsize() == 16);
+  // Only sizes numpy has a type for: clients could not decode the others.
+  for (const char* typestr : {"<f3", "<c2", "<f1", "<c4", "<i3", "<u16", "<f32", "<c12"}) {
+    RESOUND_CHECK(Throws<InvalidArgumentError>([&] { DType::Parse(typestr); }));
+    RESOUND_CHECK(DType::ParseStored(typestr).str() == typestr);  // what checkpoints hold
+  }
+  for (const char* typestr : {"<f2", "<f16", "<c8", "<c32", "|i1", "<u8", "|V3", "|S5", "<U7"}) {
+    RESOUND_CHECK(DType::Parse(typestr).str() == typestr);
+  }
+  RESOUND_CHECK(Throws<InvalidArgumentError>([&] { DType::ParseStored("|b2"); }));
 }
 
 void Lifetimes() {

@@ -92,6 +92,18 @@ void TestCloseRaisesArmedSides() {
   RESOUND_CHECK(!table->ArmWake(WakeSignal::kInserts));
 }
 
+void TestExternalWaitsShowInInfo() {
+  auto store = std::make_shared<ChunkStore>();
+  auto table = QueueTable(store, 1);
+  table->NoteExternalWait(WakeSignal::kSamples, 1);
+  RESOUND_CHECK(table->Info().rate_limiter.waiting_samples == 1);
+  RESOUND_CHECK(table->Info().rate_limiter.blocked_samples == 1);
+  table->NoteExternalWait(WakeSignal::kSamples, -1);
+  RESOUND_CHECK(table->Info().rate_limiter.waiting_samples == 0);
+  RESOUND_CHECK(table->Info().rate_limiter.blocked_samples == 1);  // ever blocked: stays
+  RESOUND_CHECK(table->Info().rate_limiter.waiting_inserts == 0);
+}
+
 void TestNoWakeIsLostAcrossThreads() {
   // A waiter that arms after each failed try is always raised by an
   // inserter on another thread: every sample it waits for arrives.
@@ -124,6 +136,7 @@ int main() {
   resound::TestSignalAlone();
   resound::TestArmedSidesRaiseWhenAllowed();
   resound::TestCloseRaisesArmedSides();
+  resound::TestExternalWaitsShowInInfo();
   resound::TestNoWakeIsLostAcrossThreads();
   return 0;
 }

@@ -27,6 +27,13 @@ A checkpointer keeps the newest ``keep_latest`` of its checkpoints and
 deletes older ones; it never deletes a directory or file whose name it would
 not have written, nor a directory holding anything besides its checkpoint.
 
+A save writes its file as ``checkpoint.rsnd.<pid>.tmp`` first. A process
+killed mid-save leaves that temporary (as large as the checkpoint; a crash
+loop would fill the disk): when a server starts and after each successful
+save, the checkpointer removes the temporaries of processes that no longer
+run (and of earlier processes that had this one's pid), and then their
+checkpoint directories if nothing else is in them.
+
 Example:
     >>> import os, tempfile, numpy as np, resound
     >>> directory = tempfile.mkdtemp()
@@ -52,6 +59,7 @@ import contextlib
 import logging
 import os
 import re
+import stat
 import tempfile
 import threading
 import time
@@ -80,6 +88,14 @@ _NAME = re.compile(r"checkpoint-(\d{8}T\d{6}\.\d{9}Z)(?:-(\d+))?")
 _LEGACY_SUFFIX = ".rsnd"
 # The checkpoint file inside a checkpoint directory.
 FILE_NAME = "checkpoint.rsnd"
+# The temporary a save writes FILE_NAME as, holding the saving process's pid
+# (CheckpointFileWriter::TemporaryPathOf).
+_TEMPORARY = re.compile(re.escape(FILE_NAME) + r"\.([1-9][0-9]{0,9})\.tmp")
+# The checkpoint files this process is saving now: a temporary holding this
+# process's pid is stale unless its file is among them (an earlier process
+# had the pid: containers restart servers under the same pid).
+_saving: set[str] = set()
+_saving_lock = threading.Lock()
 
 _LOGGER = logging.getLogger("resound")
 
@@ -198,7 +214,11 @@ class DefaultCheckpointer(CheckpointerBase):
         directories holding their file (and files of the earlier layout)."""
         return [path for _, path in self._checkpoints()]
 
-    def _checkpoints(self) -> list[tuple[tuple[str, int], str]]:
+    def _checkpoints(self, irregular: bool = False) -> list[tuple[tuple[str, int], str]]:
+        """((time, suffix), path) of the checkpoints, oldest first. With
+        ``irregular``, also those whose file is not a regular file (a FIFO,
+        a device): no checkpoint, but load_latest refuses it (naming it)
+        rather than restore an older checkpoint or hang reading it."""
         try:
             names = os.listdir(self._path)
         except FileNotFoundError:
@@ -210,11 +230,12 @@ class DefaultCheckpointer(CheckpointerBase):
             if match is None:
                 continue
             path = os.path.join(self._path, name)
-            if legacy:
-                if not os.path.isfile(path):
-                    continue
-            elif not os.path.isfile(os.path.join(path, FILE_NAME)):
+            try:
+                mode = os.stat(path if legacy else os.path.join(path, FILE_NAME)).st_mode
+            except OSError:
                 continue  # being written, or not a checkpoint
+            if not stat.S_ISREG(mode) and (not irregular or stat.S_ISDIR(mode)):
+                continue
             ours.append(((match.group(1), int(match.group(2) or 0)), path))
         return sorted(ours)
 
@@ -241,27 +262,77 @@ class DefaultCheckpointer(CheckpointerBase):
                     break
                 except FileExistsError:
                     suffix += 1
+            file = os.path.join(directory, FILE_NAME)
+            with _saving_lock:
+                _saving.add(file)
             try:
-                _core.save_checkpoint(
-                    [table._core for table in tables], os.path.join(directory, FILE_NAME)
-                )
+                _core.save_checkpoint([table._core for table in tables], file)
             except BaseException:
                 with contextlib.suppress(OSError):
                     os.rmdir(directory)  # empty: the file appears only when complete
                 raise
+            finally:
+                with _saving_lock:
+                    _saving.discard(file)
             for _, old in self._checkpoints()[: -self._keep_latest]:
                 _remove_checkpoint(old)
+            self.remove_stale_temporaries()
             return directory
 
+    def remove_stale_temporaries(self) -> list[str]:
+        """Deletes the temporary files that saves of processes no longer
+        running left in ``path`` (see the module doc), and then their
+        checkpoint directories if nothing else is in them; returns the
+        temporaries deleted. Saves in progress, and files whose names it
+        would not have written, are left alone. (Run when a server starts and
+        after each save.)"""
+        try:
+            names = os.listdir(self._path)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        removed = []
+        for name in sorted(names):
+            directory = os.path.join(self._path, name)
+            if _NAME.fullmatch(name) is None or not os.path.isdir(directory):
+                continue
+            try:
+                entries = os.listdir(directory)
+            except OSError:
+                continue  # gone meanwhile, or unreadable: not ours to judge
+            before = len(removed)
+            for entry in entries:
+                match = _TEMPORARY.fullmatch(entry)
+                if match is None or not _left_by_a_gone_process(directory, int(match.group(1))):
+                    continue
+                path = os.path.join(directory, entry)
+                with contextlib.suppress(FileNotFoundError):
+                    size = os.path.getsize(path)
+                    os.remove(path)
+                    removed.append(path)
+                    _LOGGER.warning(
+                        "removed %s (%d bytes): a checkpoint save by process %s, which no "
+                        "longer runs, left it unfinished",
+                        path,
+                        size,
+                        match.group(1),
+                    )
+            if len(removed) > before and not os.path.exists(os.path.join(directory, FILE_NAME)):
+                with contextlib.suppress(OSError):  # someone else's files in it: left alone
+                    os.rmdir(directory)
+        return removed
+
+    def latest(self) -> str | None:
+        """What ``load_latest`` restores: the newest checkpoint in ``path``
+        (also one whose file is not a regular file, which it refuses naming
+        it, rather than restore an older one), else the fallback, else None."""
+        existing = self._checkpoints(irregular=True)
+        return existing[-1][1] if existing else self._fallback
+
     def load_latest(self, tables: Sequence[Table]) -> str | None:
-        existing = self.checkpoints()
-        if existing:
-            path = existing[-1]
-        elif self._fallback is not None:
-            path = self._fallback
-        else:
-            return None
-        restore(path, tables)
+        self.remove_stale_temporaries()  # a server starts: after a crash, perhaps
+        path = self.latest()
+        if path is not None:
+            restore(path, tables)
         return path
 
     def __repr__(self) -> str:
@@ -281,15 +352,35 @@ def default_checkpointer(group: str | None = None) -> CheckpointerBase:
     return TempDirCheckpointer()
 
 
+def _left_by_a_gone_process(directory: str, pid: int) -> bool:
+    """Whether the temporary of a save by ``pid`` in checkpoint ``directory``
+    is stale: ``pid`` runs no process, or is this process's and it is not
+    saving that checkpoint (a process that had the pid before)."""
+    if pid == os.getpid():
+        with _saving_lock:
+            return os.path.join(directory, FILE_NAME) not in _saving
+    try:
+        os.kill(pid, 0)  # signal 0: only whether the process exists
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OverflowError):
+        return False  # another user's process (or no pid of this system): left alone
+    return False
+
+
 def _remove_checkpoint(path: str) -> None:
     """Deletes one of the checkpointer's own checkpoints: a legacy file, or
-    a directory's file (and leftover temporary file) and then the directory
-    if nothing else is in it."""
+    a directory's file (and leftover temporary files: the checkpoint is
+    complete, so no save is writing them) and then the directory if nothing
+    else is in it."""
     if path.endswith(_LEGACY_SUFFIX) and not os.path.isdir(path):
         with contextlib.suppress(FileNotFoundError):  # removed by someone else
             os.remove(path)
         return
-    for name in (FILE_NAME, FILE_NAME + ".tmp"):
+    names = [FILE_NAME, FILE_NAME + ".tmp"]  # (the latter: from earlier versions)
+    with contextlib.suppress(OSError):
+        names += [name for name in os.listdir(path) if _TEMPORARY.fullmatch(name)]
+    for name in names:
         with contextlib.suppress(FileNotFoundError):
             os.remove(os.path.join(path, name))
     with contextlib.suppress(OSError):  # someone else's files in it: left alone

@@ -126,10 +126,13 @@ class Server:
         connections are accepted, with client certificates required if it
         has a ``client_ca``.
       max_bytes: None (no limit), or the most chunk bytes this process may
-        hold for the server: an insert message from a gRPC client that would
-        take it past the limit is refused whole, and its client raises
-        ResourceExhaustedError. (In-process writers are the process's own
-        and are not limited.)
+        hold for the server (each chunk counted once, however many items,
+        tables and insert streams use it): an insert message from a gRPC
+        client that would take it past the limit is refused whole, and its
+        client raises ResourceExhaustedError. Room freed by a reset or by
+        removed items is free again once the chunks' writers let go of them.
+        (In-process writers are the process's own and are not limited; the
+        chunks of gRPC clients in this process are theirs until sent.)
       max_message_bytes: the largest request message the server reads
         (64 MiB to 1 GiB, the default); a larger one is refused
         (ResourceExhaustedError at its client) before it is buffered.

@@ -107,11 +107,18 @@ def load_config(path: str) -> dict[str, Any]:
         import tomllib
     else:  # pragma: no cover - Python 3.10
         import tomli as tomllib
+    from resound._files import NotARegularFileError, read_regular_file
+
     try:
-        with open(path, "rb") as file:
-            return tomllib.load(file)
+        data = read_regular_file(path)  # a FIFO or /dev/zero would hang the start
     except OSError as error:
         raise ConfigError(f"cannot read config {path}: {error.strerror or error}") from None
+    except NotARegularFileError as error:
+        raise ConfigError(f"cannot read config: {error}") from None
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"config {path} is not valid TOML: not UTF-8 text ({error})") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"config {path} is not valid TOML: {error}") from None
 
@@ -497,10 +504,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         checkpointer = checkpointers.DefaultCheckpointer(
             args.checkpoint_dir, keep_latest=args.keep_checkpoints
         )
-        existing = checkpointer.checkpoints()
+        latest = checkpointer.latest()
         _log.info(
-            "restoring %s" if existing else "no checkpoint in %s: starting empty",
-            existing[-1] if existing else checkpointer.path,
+            "restoring %s" if latest else "no checkpoint in %s: starting empty",
+            latest or checkpointer.path,
         )
     try:
         # Restores before it serves: a bad checkpoint stops it here, unserved.

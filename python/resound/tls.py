@@ -22,6 +22,8 @@ import dataclasses
 import os
 from typing import Any
 
+from resound._files import NotARegularFileError, read_regular_file
+
 __all__ = ["ClientTls", "ServerTls"]
 
 _PEM = b"-----BEGIN "
@@ -32,27 +34,51 @@ def _check_pem(settings: Any, argument: str, what: str) -> None:
     value = getattr(settings, argument)
     if isinstance(value, str):
         value = value.encode()
-    if not isinstance(value, bytes) or _PEM not in value:
+    problem = _pem_problem(value)
+    if problem is not None:
         raise ValueError(
-            f"{argument} must be PEM bytes ({what}, starting '-----BEGIN ...'), got "
-            f"{_shorten(value)}; ServerTls.from_files / ClientTls.from_files read files"
+            f"{argument} must be PEM bytes ({what}, starting '-----BEGIN ...'), but {problem}; "
+            "ServerTls.from_files / ClientTls.from_files read files"
         )
     object.__setattr__(settings, argument, value)  # the dataclass is frozen
 
 
-def _shorten(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+def _pem_problem(value: Any) -> str | None:
+    """What keeps ``value`` from being PEM text, or None if it is PEM. Told
+    by its type and size only, never its contents: it may be a private key
+    (in another format, or the wrong file), and errors end up in logs."""
+    if not isinstance(value, bytes):
+        return f"it is {type(value).__name__}, not bytes or str"
+    if _PEM in value:
+        return None
+    if not value:
+        return "it is empty"
+    if value[:1] == b"\x30":  # an ASN.1 SEQUENCE: DER, PEM's binary form
+        return (
+            f"its {len(value)} bytes look like DER (binary), not PEM text (convert them with "
+            "openssl, e.g. 'openssl x509 -inform der' or 'openssl pkey -inform der')"
+        )
+    return f"its {len(value)} bytes hold no '-----BEGIN' line"
 
 
-def _read(path: Any, argument: str) -> bytes:
+def _read(path: Any, argument: str, what: str) -> bytes:
+    """The PEM contents of file ``path``, given as ``argument``; ValueError
+    naming both and what is wrong (never the contents)."""
     if not isinstance(path, (str, os.PathLike)):
         raise ValueError(f"{argument} must be a file path, got {path!r}")
     try:
-        with open(path, "rb") as file:
-            return file.read()
+        data = read_regular_file(path)  # a FIFO or a device would hang the server's start
     except OSError as error:
         raise ValueError(f"{argument}: cannot read {os.fspath(path)!r}: {error.strerror}") from None
+    except NotARegularFileError as error:
+        raise ValueError(f"{argument}: {error}") from None
+    problem = _pem_problem(data)
+    if problem is not None:
+        raise ValueError(
+            f"{argument}: {os.fspath(path)!r} is not a PEM file ({what}, starting "
+            f"'-----BEGIN ...'): {problem}"
+        )
+    return data
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -86,9 +112,9 @@ class ServerTls:
     ) -> ServerTls:
         """ServerTls from PEM files."""
         return cls(
-            _read(certificate_chain, "certificate_chain"),
-            _read(private_key, "private_key"),
-            None if client_ca is None else _read(client_ca, "client_ca"),
+            _read(certificate_chain, "certificate_chain", "a certificate"),
+            _read(private_key, "private_key", "a private key"),
+            None if client_ca is None else _read(client_ca, "client_ca", "CA certificates"),
         )
 
     def credentials(self) -> Any:
@@ -154,10 +180,14 @@ class ClientTls:
         server_name: str | None = None,
     ) -> ClientTls:
         """ClientTls from PEM files (None: not given)."""
+
+        def read(path: Any, argument: str, what: str) -> bytes | None:
+            return None if path is None else _read(path, argument, what)
+
         return cls(
-            None if root_certificates is None else _read(root_certificates, "root_certificates"),
-            None if certificate_chain is None else _read(certificate_chain, "certificate_chain"),
-            None if private_key is None else _read(private_key, "private_key"),
+            read(root_certificates, "root_certificates", "CA certificates"),
+            read(certificate_chain, "certificate_chain", "a certificate"),
+            read(private_key, "private_key", "a private key"),
             server_name,
         )
 

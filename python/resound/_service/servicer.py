@@ -20,7 +20,7 @@ import asyncio
 import errno
 import math
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -31,6 +31,7 @@ from resound._service import wire
 from resound._service.call_limits import CallLimits
 from resound._service.response_budget import ResponseBudget
 from resound._service.table_waits import TableWaits
+from resound._transport.waiting import finite_timeout
 from resound.errors import CancelledError, DeadlineExceededError, NotFoundError
 from resound.table import shared_chunk_store
 
@@ -45,15 +46,24 @@ _STREAM_INBOX = 2
 # Sample responses are cut at about this many payload bytes: gRPC messages
 # must stay below the channel's limit, and smaller ones stream sooner.
 _RESPONSE_BYTES = 16 << 20
+# A status message travels in the call's trailers, which gRPC limits (8 KB
+# soft, 16 KB hard, after percent-encoding non-ASCII bytes threefold): past
+# that the client sees RESOURCE_EXHAUSTED instead of the status. Messages
+# are cut to this many UTF-8 bytes, and values the client sent (a 1 MB
+# table name) to this many characters wherever they are echoed.
+_MAX_STATUS_BYTES = 2048
+_MAX_ECHO_CHARS = 100
 
 
 class _StatusError(Exception):
     """Ends a call with a status (raised inside handlers, turned into
-    context.abort at their top)."""
+    context.abort at their top). ``echoed``: values of the request the
+    message repeats (shortened in the status, see _status_message)."""
 
-    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+    def __init__(self, code: grpc.StatusCode, message: str, echoed: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.code = code
+        self.echoed = echoed
 
 
 class _Malformed:
@@ -62,7 +72,7 @@ class _Malformed:
     raises, and logs a traceback)."""
 
     def __init__(self, message_class: Any, error: Exception) -> None:
-        self.what = f"malformed {message_class.DESCRIPTOR.name}: {error}"
+        self.what = _status_message(f"malformed {message_class.DESCRIPTOR.name}: {error}")
 
 
 def _parser(message_class: Any) -> Any:
@@ -76,6 +86,13 @@ def _parser(message_class: Any) -> Any:
 
 
 def _status_of(error: BaseException) -> tuple[grpc.StatusCode, str]:
+    """The status (code, message) a call ends with after ``error``; the
+    message is cut to fit the trailers (_status_message)."""
+    code, message = _code_of(error)
+    return code, _status_message(message, getattr(error, "echoed", ()))
+
+
+def _code_of(error: BaseException) -> tuple[grpc.StatusCode, str]:
     if isinstance(error, _StatusError):
         return error.code, str(error)
     if isinstance(error, NotFoundError):
@@ -87,6 +104,32 @@ def _status_of(error: BaseException) -> tuple[grpc.StatusCode, str]:
     if isinstance(error, (ValueError, TypeError, OverflowError)):
         return grpc.StatusCode.INVALID_ARGUMENT, str(error)
     return grpc.StatusCode.INTERNAL, f"{type(error).__name__}: {error}"
+
+
+def _status_message(message: str, echoed: Iterable[str] = ()) -> str:
+    """``message`` as a status may carry it (see _MAX_STATUS_BYTES): each of
+    the ``echoed`` values (what the client sent) longer than _MAX_ECHO_CHARS
+    shortened where it appears, with an ellipsis and its length, and then
+    the whole cut to _MAX_STATUS_BYTES of UTF-8.
+
+    Example:
+        >>> _status_message('no table ' + 'x' * 500 + ' here', ['x' * 500])[:12]
+        'no table xxx'
+        >>> _status_message('no table ' + 'x' * 500 + ' here', ['x' * 500])[109:]
+        '… (500 characters) here'
+    """
+    for value in sorted({v for v in echoed if len(v) > _MAX_ECHO_CHARS}, key=len, reverse=True):
+        shortened = f"{value[:_MAX_ECHO_CHARS]}… ({len(value)} characters)"
+        message = message.replace(value, shortened)
+        quoted = repr(value)[1:-1]  # as {value!r} shows it, if that differs
+        if quoted != value:
+            message = message.replace(quoted, shortened)
+    encoded = message.encode("utf-8", errors="replace")
+    if len(encoded) <= _MAX_STATUS_BYTES:
+        return message
+    note = f"… (cut; {len(message)} characters in all)"
+    kept = encoded[: _MAX_STATUS_BYTES - len(note.encode())]
+    return kept.decode("utf-8", errors="ignore") + note
 
 
 class ReplayServicer:
@@ -224,7 +267,10 @@ class ReplayServicer:
             self._parked.discard(task)
 
     def _table(self, name: str) -> Any:
-        return self._server.table(name)._core  # NotFoundError names the tables
+        try:
+            return self._server.table(name)._core
+        except NotFoundError as error:  # it names the tables, and `name` (the client's)
+            raise _StatusError(grpc.StatusCode.NOT_FOUND, str(error), echoed=(name,)) from None
 
     def _waits_of(self, name: str, table: Any) -> TableWaits:
         waits = self._waits.get(name)
@@ -291,21 +337,26 @@ class ReplayServicer:
         limit = self._server.max_bytes
         if limit is not None and len(payloads):
             held = self._store.memory_bytes
-            if held + len(payloads) > limit:
+            brought = _new_chunk_bytes(self._store, batch)
+            if held + brought > limit:
                 # Before anything of the message is stored: a client cannot
                 # take the server's memory past its limit (e.g. by sending
                 # chunks no item uses), and what is stored stays.
                 raise _StatusError(
                     grpc.StatusCode.RESOURCE_EXHAUSTED,
                     f"the server holds {held} bytes of chunks and this message brings "
-                    f"{len(payloads)} more, past its max_bytes of {limit}; nothing of the "
+                    f"{brought} more, past its max_bytes of {limit}; nothing of the "
                     "message was stored (free room: reset or sample from queues, or raise "
                     "max_bytes)",
                 )
         try:
             wire.add_chunks(holder, self._store, batch, payloads)
         except ValueError as error:
-            raise _StatusError(grpc.StatusCode.INVALID_ARGUMENT, str(error)) from None
+            # The core's message may repeat a layout's dtype or compression.
+            echoed = tuple(
+                s for layout in batch.layouts for s in (layout.dtype, layout.compression)
+            )
+            raise _StatusError(grpc.StatusCode.INVALID_ARGUMENT, str(error), echoed) from None
 
     async def _insert(
         self,
@@ -322,7 +373,7 @@ class ReplayServicer:
         for the table without a thread)."""
         table = self._table(table_name)
         done = begin
-        woken = False
+        woken = counted = False
         try:
             while True:
                 try:
@@ -335,11 +386,16 @@ class ReplayServicer:
                 self._check_running()
                 yield done  # how far it got before the limiter held it up
                 waits = self._waits_of(table_name, table)
+                if not counted:  # in the table's figures, as a waiting thread would be
+                    table.note_external_wait(_core.WAKE_INSERTS, 1)
+                    counted = True
                 first, woken = woken, False
                 woken = await self._parked_on(waits.wait(_core.WAKE_INSERTS, None, first))
         finally:
             if woken:
                 self._waits_of(table_name, table).pass_on(_core.WAKE_INSERTS)
+            if counted:
+                table.note_external_wait(_core.WAKE_INSERTS, -1)
 
     # --- Sample
 
@@ -410,8 +466,11 @@ class ReplayServicer:
         timeout = request.timeout_seconds
         if math.isnan(timeout):
             raise _StatusError(grpc.StatusCode.INVALID_ARGUMENT, "timeout_seconds must not be NaN")
-        deadline = None if timeout < 0 else arrived + timeout
-        woken = False
+        # Negative, or longer than a year (inf included): wait forever, as
+        # clients and the core read such timeouts.
+        wait_for = None if timeout < 0 else finite_timeout(timeout)
+        deadline = None if wait_for is None else arrived + wait_for
+        woken = counted = False
         try:
             while True:
                 self._check_running()
@@ -427,6 +486,9 @@ class ReplayServicer:
                             f"no sample of table {request.table!r} within {timeout} s"
                         ) from None
                 waits = self._waits_of(request.table, table)
+                if not counted:  # in the table's figures, as a waiting thread would be
+                    table.note_external_wait(_core.WAKE_SAMPLES, 1)
+                    counted = True
                 first, woken = woken, False
                 try:
                     woken = await self._parked_on(waits.wait(_core.WAKE_SAMPLES, remaining, first))
@@ -435,6 +497,8 @@ class ReplayServicer:
         finally:
             if woken:
                 self._waits_of(request.table, table).pass_on(_core.WAKE_SAMPLES)
+            if counted:
+                table.note_external_wait(_core.WAKE_SAMPLES, -1)
 
     # --- unary calls
 
@@ -499,6 +563,16 @@ async def _read_into(requests: AsyncIterator[Any], inbox: asyncio.Queue[Any]) ->
         await inbox.put(error)
         return
     await inbox.put(_END)
+
+
+def _new_chunk_bytes(store: Any, batch: Any) -> int:
+    """Payload bytes of the chunks of ChunkBatch ``batch`` that ``store`` does
+    not hold yet: a chunk sent again (after a reconnect, while an item still
+    uses its first copy) is stored once, and brings nothing new. (Counts that
+    do not pair up are the core's to refuse, after this.)"""
+    return sum(
+        size for key, size in zip(batch.keys, batch.data_sizes, strict=False) if key not in store
+    )
 
 
 def _item_batch(items: Any, count: int) -> tuple[np.ndarray, Any, list[tuple[str, int, int]]]:

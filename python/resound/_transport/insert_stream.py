@@ -268,7 +268,17 @@ class InsertStream:
         while True:
             with self._lock:
                 self._idle = True
-                while not encoder.queued and not self._closed and self._generation == generation:
+                # Chunks the writer let go of are released at once, by a
+                # message of releases alone if nothing is queued: the server
+                # keeps them, counted against its max_bytes, until told.
+                # (Woken by confirmations, which free the items' chunks;
+                # chunks leaving the writer's history show within a slice.)
+                while (
+                    not encoder.queued
+                    and not encoder.releasable
+                    and not self._closed
+                    and self._generation == generation
+                ):
                     self._lock.wait(WAIT_SLICE_SECONDS)
                 self._idle = False
                 if self._closed or self._generation != generation:

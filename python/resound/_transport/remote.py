@@ -41,14 +41,14 @@ from resound._transport.waiting import (
     WAIT_SLICE_SECONDS,
     Outage,
     deadline_after,
+    finite_timeout,
     remaining,
 )
 from resound.errors import DeadlineExceededError, NotFoundError
-from resound.table import shared_chunk_store
 from resound.table_info import TableInfo
 from resound.tls import ClientTls
 
-__all__ = ["CHANNEL_OPTIONS", "RemoteTransport", "update_arrays"]
+__all__ = ["CHANNEL_OPTIONS", "RemoteTransport", "client_chunk_store", "update_arrays"]
 
 # Channel options of both ends.
 CHANNEL_OPTIONS = [
@@ -71,6 +71,15 @@ _IDLE_SAMPLE_STREAMS = 8
 _IDLE_INSERT_CALLS = 8
 # What the server's Checkpoint answers when its disk is full or unwritable.
 _DISK_ERRORS = (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.FAILED_PRECONDITION)
+# The chunks remote clients' writers build, apart from the tables' store
+# (resound.table.shared_chunk_store; see RemoteTransport.__init__).
+_CLIENT_CHUNK_STORE = _core.ChunkStore()
+
+
+def client_chunk_store() -> _core.ChunkStore:
+    """The store of the chunks this process's remote writers build (not yet
+    sent, or kept for the items to come)."""
+    return _CLIENT_CHUNK_STORE
 
 
 class RemoteTransport:
@@ -118,8 +127,15 @@ class RemoteTransport:
         self._checkpoint_call = method(
             "Checkpoint", "unary_unary", P.CheckpointRequest, P.CheckpointResponse
         )
-        # Writers chunk locally, exactly as with the embedded transport.
-        self._store = shared_chunk_store()
+        # Writers chunk locally, exactly as with the embedded transport, but
+        # in a store of the process's remote clients: a server in this
+        # process counts its tables' store against its max_bytes, and the
+        # writer's chunks are not the server's (a copy of each reaches it,
+        # as from another process). In that shared store, the chunks a
+        # server keeps for a stream also looked alive to the writer, which
+        # then never let them go (InsertRequestEncoder releases a chunk once
+        # it is gone from the writer's store).
+        self._store = client_chunk_store()
         self.add_chunk = self._store.add
         self.get_chunk = self._store.get
         self._infos: dict[str, TableInfo] = {}
@@ -202,6 +218,7 @@ class RemoteTransport:
         share of the inserts again (a client of several servers sends each
         insert to the servers in turn); the moved stream ends once the calls
         using it are done."""
+        timeout = finite_timeout(timeout)  # past a year: no limit
         if timeout is None and self.failover is None:
             self._insert_calling(table, requests)
             return len(requests)
@@ -288,6 +305,7 @@ class RemoteTransport:
         """Starts a Sample call (gRPC runs it on its own threads); returns the
         function that receives and decodes its batch. An unreachable server
         is waited for within ``timeout`` (see the module doc)."""
+        timeout = finite_timeout(timeout)  # gRPC's deadlines overflow past it
         deadline = deadline_after(timeout)
         what = f"Sample from table {table!r}"
 
@@ -373,6 +391,7 @@ class RemoteTransport:
     def _unary(self, call: Any, request: Any, what: str, timeout: float | None = None) -> Any:
         """``call(request)``, waiting for an unreachable server up to
         ``timeout`` (see the module doc)."""
+        timeout = finite_timeout(timeout)  # gRPC's deadlines overflow past it
         deadline = deadline_after(timeout)
         wait = timeout
         while True:

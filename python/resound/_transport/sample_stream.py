@@ -22,7 +22,7 @@ import numpy as np
 
 from resound import _core, _proto
 from resound._transport.rpc_errors import error_from_rpc, means_unreachable
-from resound._transport.waiting import deadline_after
+from resound._transport.waiting import deadline_after, finite_timeout
 from resound.errors import DeadlineExceededError
 
 if TYPE_CHECKING:
@@ -146,6 +146,7 @@ class SampleStream:
         self._call: Any = None
 
     def start(self, count: int, wait: float | None) -> Callable[[], RemoteSampleBatch]:
+        wait = finite_timeout(wait)  # a wait past a year is forever, as a call's
         request = _proto.SampleRequest(
             table=self._table,
             num_samples=count,

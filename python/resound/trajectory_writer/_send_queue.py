@@ -19,6 +19,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from resound._checks import check_timeout
+from resound._transport.waiting import finite_timeout
 from resound.errors import DeadlineExceededError
 from resound.trajectory_writer._slices import _all_complete
 
@@ -67,10 +68,9 @@ class _SendQueue:
         beyond those still waiting here) of the items sent."""
         if not self._link.in_flight:
             return
-        timeout = check_timeout(timeout_ms, "timeout_ms", "milliseconds")
         keep = max(0, keep - len(self._pending))
         try:
-            self._link.wait(keep, None if timeout is None else timeout / 1000, call)
+            self._link.wait(keep, _timeout_seconds(timeout_ms), call)
         except DeadlineExceededError:
             raise
         except BaseException as error:
@@ -168,8 +168,8 @@ class _SendQueue:
             pending.popleft()
 
     def _wait_until(self, keep: int, timeout_ms: int | None, call: str) -> None:
-        timeout = check_timeout(timeout_ms, "timeout_ms", "milliseconds")
-        deadline = None if timeout is None else time.monotonic() + timeout / 1000
+        timeout = _timeout_seconds(timeout_ms)
+        deadline = None if timeout is None else time.monotonic() + timeout
         # Complete the chunks of every item that must leave the writer.
         pending = list(self._pending)
         for item in pending[: max(0, len(pending) - keep)]:
@@ -215,6 +215,14 @@ class _SendQueue:
     def _wake_sender(self) -> None:
         with self._wake:
             self._wake.notify()
+
+
+def _timeout_seconds(timeout_ms: Any) -> float | None:
+    """A writer call's ``timeout_ms`` in seconds; None (wait forever) for None
+    and for timeouts past a year, ``inf`` included (as every transport reads
+    them; the lock waits they bound overflow at about 9e9 s)."""
+    timeout = check_timeout(timeout_ms, "timeout_ms", "milliseconds")
+    return finite_timeout(None if timeout is None else timeout / 1000)
 
 
 def _error_setter(writer_ref: weakref.ref[TrajectoryWriter]) -> Any:
