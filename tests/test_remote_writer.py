@@ -64,11 +64,12 @@ def test_an_item_the_server_refuses_fails_the_writer(remote):
 
 def test_a_dropped_writer_stops_its_stream_thread(remote):
     server, client = remote(resound.Table.queue("q", 10))
+    before = set(threading.enumerate())  # other tests' streams may still be ending
     writer = client.trajectory_writer(1)
     write(writer, "q", range(2))
     writer.flush()
-    threads = {t for t in threading.enumerate() if t.name == "resound-insert-stream"}
-    assert threads
+    threads = {t for t in set(threading.enumerate()) - before if t.name == "resound-insert-stream"}
+    assert len(threads) == 1
     del writer
     gc.collect()
     wait_until(lambda: not any(t.is_alive() for t in threads), "the stream thread ended")
