@@ -373,7 +373,7 @@ class ReplayServicer:
         for the table without a thread)."""
         table = self._table(table_name)
         done = begin
-        woken = counted = False
+        waiter = self._waits_of(table_name, table).waiter(_core.WAKE_INSERTS)
         try:
             while True:
                 try:
@@ -385,17 +385,9 @@ class ReplayServicer:
                     done += error.num_inserted
                 self._check_running()
                 yield done  # how far it got before the limiter held it up
-                waits = self._waits_of(table_name, table)
-                if not counted:  # in the table's figures, as a waiting thread would be
-                    table.note_external_wait(_core.WAKE_INSERTS, 1)
-                    counted = True
-                first, woken = woken, False
-                woken = await self._parked_on(waits.wait(_core.WAKE_INSERTS, None, first))
+                await self._parked_on(waiter.wait(None))
         finally:
-            if woken:
-                self._waits_of(table_name, table).pass_on(_core.WAKE_INSERTS)
-            if counted:
-                table.note_external_wait(_core.WAKE_INSERTS, -1)
+            waiter.end()
 
     # --- Sample
 
@@ -470,7 +462,7 @@ class ReplayServicer:
         # clients and the core read such timeouts.
         wait_for = None if timeout < 0 else finite_timeout(timeout)
         deadline = None if wait_for is None else arrived + wait_for
-        woken = counted = False
+        waiter = self._waits_of(request.table, table).waiter(_core.WAKE_SAMPLES)
         try:
             while True:
                 self._check_running()
@@ -485,20 +477,12 @@ class ReplayServicer:
                         raise DeadlineExceededError(
                             f"no sample of table {request.table!r} within {timeout} s"
                         ) from None
-                waits = self._waits_of(request.table, table)
-                if not counted:  # in the table's figures, as a waiting thread would be
-                    table.note_external_wait(_core.WAKE_SAMPLES, 1)
-                    counted = True
-                first, woken = woken, False
                 try:
-                    woken = await self._parked_on(waits.wait(_core.WAKE_SAMPLES, remaining, first))
+                    await self._parked_on(waiter.wait(remaining))
                 except asyncio.TimeoutError:
                     continue  # the try above gets its last chance, then the deadline ends it
         finally:
-            if woken:
-                self._waits_of(request.table, table).pass_on(_core.WAKE_SAMPLES)
-            if counted:
-                table.note_external_wait(_core.WAKE_SAMPLES, -1)
+            waiter.end()
 
     # --- unary calls
 

@@ -9,18 +9,16 @@ loop then wakes the first waiter only. That waiter retries and, whatever the
 outcome, passes the turn on (``pass_on``): the next waiter is woken at once
 if the side may still proceed, or when the core says so again. So a table
 that lets one sample through wakes one waiter, not thousands, and waiters
-are served in the order they came.
+are served in the order they came. A call keeps its place and its turn in a
+``Waiter``, which also counts it in the table's waiting and blocked figures.
 
 Example (inside a handler on the loop):
-    >>> waits = TableWaits(table_core, loop)  # doctest: +SKIP
-    >>> woken = False
+    >>> waiter = TableWaits(table_core, loop).waiter(_core.WAKE_SAMPLES)  # doctest: +SKIP
     >>> try:  # doctest: +SKIP
     ...     while (batch := try_sample()) is None:
-    ...         woken = False
-    ...         woken = await waits.wait(_core.WAKE_SAMPLES, remaining_seconds(), woken)
+    ...         await waiter.wait(remaining_seconds())
     ... finally:
-    ...     if woken:
-    ...         waits.pass_on(_core.WAKE_SAMPLES)
+    ...     waiter.end()
 """
 
 from __future__ import annotations
@@ -32,7 +30,7 @@ from typing import Any
 
 from resound import _core
 
-__all__ = ["TableWaits"]
+__all__ = ["TableWaits", "Waiter"]
 
 _SIDES = (_core.WAKE_INSERTS, _core.WAKE_SAMPLES)
 
@@ -49,6 +47,10 @@ class TableWaits:
 
     def __len__(self) -> int:
         return sum(len(queue) for queue in self._queues.values())
+
+    def waiter(self, side: int) -> Waiter:
+        """The waits of one call for ``side``; see Waiter."""
+        return Waiter(self, side)
 
     async def wait(self, side: int, timeout: float | None, first: bool = False) -> bool:
         """Waits until ``side`` may proceed: True once it may (the caller then
@@ -111,3 +113,35 @@ class TableWaits:
             if not future.done():
                 future.set_result(None)
                 return
+
+
+class Waiter:
+    """One call's waits for one side of a table, from its first wait to
+    ``end()``: it keeps the call's place (a call woken whose retry found the
+    side held up again waits first in line), passes its turn on when it
+    ends, and counts the call in the table's waiting and blocked figures
+    (as a thread waiting in the core is counted) while it waits."""
+
+    def __init__(self, waits: TableWaits, side: int) -> None:
+        self._waits = waits
+        self._side = side
+        self._woken = False  # holds the turn: must pass it on
+        self._counted = False
+
+    async def wait(self, timeout: float | None) -> None:
+        """Waits until the side may proceed (see TableWaits.wait); the
+        caller then retries. asyncio.TimeoutError after ``timeout`` s."""
+        if not self._counted:
+            self._waits._table.note_external_wait(self._side, 1)
+            self._counted = True
+        first, self._woken = self._woken, False
+        self._woken = await self._waits.wait(self._side, timeout, first)
+
+    def end(self) -> None:
+        """The call is done with the table (served, failed or gone)."""
+        if self._woken:
+            self._woken = False
+            self._waits.pass_on(self._side)
+        if self._counted:
+            self._counted = False
+            self._waits._table.note_external_wait(self._side, -1)
