@@ -22,14 +22,14 @@ Example:
 
 from __future__ import annotations
 
-import queue
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import grpc
 import numpy as np
 
 from resound import _core
+from resound._transport.insert_stream import _MAX_BYTES_PER_MESSAGE, _MAX_ITEMS_PER_MESSAGE
+from resound._transport.outbox_call import OutboxCall
 from resound._transport.rpc_errors import error_from_rpc, means_unreachable
 from resound.errors import CancelledError
 
@@ -38,11 +38,6 @@ if TYPE_CHECKING:
 
 __all__ = ["InsertCall"]
 
-# As the InsertStream's messages: at most this many items or payload bytes.
-_MAX_ITEMS_PER_MESSAGE = 1024
-_MAX_BYTES_PER_MESSAGE = 32 << 20
-_NO_MORE_REQUESTS = None
-
 
 class InsertCall:
     """One Insert stream used call by call; see the module docstring."""
@@ -50,9 +45,7 @@ class InsertCall:
     def __init__(self, transport: RemoteTransport) -> None:
         self._transport = transport
         self._encoder = _core.InsertRequestEncoder(transport._store)
-        self._outbox: queue.SimpleQueue[bytes | None] | None = None
-        self._responses: Iterator[Any] | None = None
-        self._call: Any = None
+        self._call: OutboxCall | None = None
 
     def insert(self, table: str, requests: list[Any]) -> None:
         """Sends ``requests`` ((key, priority, trajectory) triples) and
@@ -64,9 +57,9 @@ class InsertCall:
         while True:
             try:
                 if self._call is None:
-                    self._open()
-                self._send_queued()
-                self._receive_confirmations()
+                    self._call = OutboxCall(transport._insert_call)
+                self._send_queued(self._call)
+                self._receive_confirmations(self._call)
                 transport._outage = None
                 return
             except grpc.RpcError as error:
@@ -90,29 +83,16 @@ class InsertCall:
         """Ends the stream. Idempotent."""
         self._end_call()
 
-    def _open(self) -> None:
-        outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
-
-        def requests() -> Iterator[bytes]:
-            while (message := outbox.get()) is not _NO_MORE_REQUESTS:
-                yield message
-
-        self._outbox = outbox
-        self._call = self._transport._insert_call(requests())
-        self._responses = iter(self._call)
-
-    def _send_queued(self) -> None:
-        assert self._outbox is not None
+    def _send_queued(self, call: OutboxCall) -> None:
         encoder = self._encoder
-        while encoder.queued:
-            self._outbox.put(encoder.take_message(_MAX_ITEMS_PER_MESSAGE, _MAX_BYTES_PER_MESSAGE))
+        while encoder.queued:  # messages as an InsertStream's
+            call.send(encoder.take_message(_MAX_ITEMS_PER_MESSAGE, _MAX_BYTES_PER_MESSAGE))
 
-    def _receive_confirmations(self) -> None:
-        assert self._responses is not None
+    def _receive_confirmations(self, call: OutboxCall) -> None:
         encoder = self._encoder
         while encoder.unconfirmed:
             try:
-                response = next(self._responses)
+                response = next(call.responses)
             except StopIteration:  # the server ended the stream: it is stopping
                 raise CancelledError("Insert: the server stopped") from None
             encoder.confirm(np.array(response.item_keys, np.uint64))
@@ -122,9 +102,6 @@ class InsertCall:
         self._encoder = _core.InsertRequestEncoder(self._transport._store)
 
     def _end_call(self) -> None:
-        if self._call is None:
-            return
-        assert self._outbox is not None
-        self._outbox.put(_NO_MORE_REQUESTS)  # frees gRPC's request thread
-        self._call.cancel()
-        self._call = self._outbox = self._responses = None
+        if self._call is not None:
+            self._call.end()
+            self._call = None

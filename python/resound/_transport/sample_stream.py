@@ -12,7 +12,6 @@ samples of 4 KB, a third of the client's whole cost per sample).
 
 from __future__ import annotations
 
-import queue
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -21,6 +20,7 @@ import grpc
 import numpy as np
 
 from resound import _core, _proto
+from resound._transport.outbox_call import OutboxCall
 from resound._transport.rpc_errors import error_from_rpc, means_unreachable
 from resound._transport.waiting import deadline_after, finite_timeout
 from resound.errors import DeadlineExceededError
@@ -29,9 +29,6 @@ if TYPE_CHECKING:
     from resound._transport.remote import RemoteTransport
 
 __all__ = ["RemoteSampleBatch", "SampleStream"]
-
-# Ends a stream's request iterator (gRPC reads it on a thread of its own).
-_NO_MORE_REQUESTS = None
 
 
 class _RemoteSample:
@@ -141,9 +138,7 @@ class SampleStream:
         self._what = f"Sample from table {table!r}"
         # Requests sent on the current call and not answered yet, oldest first.
         self._unanswered: deque[Any] = deque()
-        self._outbox: queue.SimpleQueue[Any] | None = None
-        self._responses: Iterator[bytes] | None = None
-        self._call: Any = None
+        self._call: OutboxCall | None = None
 
     def start(self, count: int, wait: float | None) -> Callable[[], RemoteSampleBatch]:
         wait = finite_timeout(wait)  # a wait past a year is forever, as a call's
@@ -154,9 +149,9 @@ class SampleStream:
         )
         if self._call is None:
             self._open()
+        assert self._call is not None
         self._unanswered.append(request)
-        assert self._outbox is not None
-        self._outbox.put(request)
+        self._call.send(request)
         return self._receive
 
     def close(self) -> None:
@@ -165,25 +160,13 @@ class SampleStream:
         self._unanswered.clear()
 
     def _open(self) -> None:
-        outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
-
-        def requests() -> Iterator[Any]:
-            while (request := outbox.get()) is not _NO_MORE_REQUESTS:
-                yield request
-
-        for request in self._unanswered:  # sent again after a lost connection
-            outbox.put(request)
-        self._outbox = outbox
-        self._call = self._open_call(requests())
-        self._responses = iter(self._call)
+        # Requests not answered yet (after a lost connection) go again first.
+        self._call = OutboxCall(self._open_call, self._unanswered)
 
     def _end_call(self) -> None:
-        if self._call is None:
-            return
-        assert self._outbox is not None
-        self._outbox.put(_NO_MORE_REQUESTS)  # frees gRPC's request thread
-        self._call.cancel()
-        self._call = self._outbox = self._responses = None
+        if self._call is not None:
+            self._call.end()
+            self._call = None
 
     def _receive(self) -> RemoteSampleBatch:
         """The batch of the oldest request not received yet."""
@@ -195,7 +178,8 @@ class SampleStream:
             try:
                 if self._call is None:
                     self._open()
-                batch = RemoteSampleBatch(self._responses, until_end_of_request=True)  # type: ignore[arg-type]
+                assert self._call is not None
+                batch = RemoteSampleBatch(self._call.responses, until_end_of_request=True)
             except DeadlineExceededError as error:  # the server's answer: the stream goes on
                 self._unanswered.popleft()
                 raise DeadlineExceededError(f"{self._what}: {error}") from None
