@@ -17,6 +17,8 @@ Example:
 
 from __future__ import annotations
 
+from resound._service.peer_tally import PeerTally
+
 __all__ = ["DEFAULT_MAX_OPEN_CALLS", "DEFAULT_MAX_OPEN_CALLS_PER_CONNECTION", "CallLimits"]
 
 # About 25 KB of server memory per open call here (4,096 calls: ~100 MB),
@@ -34,37 +36,30 @@ class CallLimits:
     def __init__(self, total: int, per_connection: int) -> None:
         self.total = total
         self.per_connection = per_connection
-        self._open = 0
-        self._by_peer: dict[str, int] = {}
+        self._open = PeerTally()
 
     @property
     def open(self) -> int:
         """Calls open right now."""
-        return self._open
+        return self._open.total
 
     def admit(self, peer: str) -> str | None:
         """Counts a new call of ``peer``; or, past a limit, counts nothing
         and returns why it is refused."""
-        held = self._by_peer.get(peer, 0)
+        held = self._open.of(peer)
         if held >= self.per_connection:
             return (
                 f"the connection from {peer} has {held} calls open, its limit "
                 "(max_open_calls_per_connection); end some of them, or raise the limit"
             )
-        if self._open >= self.total:
+        if self._open.total >= self.total:
             return (
-                f"the server has {self._open} calls open, its limit (max_open_calls); "
+                f"the server has {self._open.total} calls open, its limit (max_open_calls); "
                 "try again later, or raise the limit"
             )
-        self._by_peer[peer] = held + 1
-        self._open += 1
+        self._open.add(peer, 1)
         return None
 
     def leave(self, peer: str) -> None:
         """Uncounts an admitted call that ended."""
-        self._open -= 1
-        held = self._by_peer[peer] - 1
-        if held:
-            self._by_peer[peer] = held
-        else:
-            del self._by_peer[peer]
+        self._open.remove(peer, 1)

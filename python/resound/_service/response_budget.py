@@ -20,6 +20,8 @@ Example:
 
 from __future__ import annotations
 
+from resound._service.peer_tally import PeerTally
+
 __all__ = [
     "DEFAULT_MAX_INFLIGHT_BYTES",
     "DEFAULT_MAX_INFLIGHT_BYTES_PER_CONNECTION",
@@ -40,39 +42,33 @@ class ResponseBudget:
     def __init__(self, total: int, per_connection: int) -> None:
         self.total = total
         self.per_connection = per_connection
-        self._held = 0
-        self._by_peer: dict[str, int] = {}
+        self._held = PeerTally()
 
     @property
     def held(self) -> int:
         """Bytes in flight right now."""
-        return self._held
+        return self._held.total
 
     def take(self, peer: str, size: int) -> str | None:
         """Counts a response of ``size`` bytes for ``peer``; or, past a
         budget, counts nothing and returns why it is refused."""
-        mine = self._by_peer.get(peer, 0)
+        mine = self._held.of(peer)
         if mine and mine + size > self.per_connection:
             return (
                 f"the connection from {peer} has {mine} bytes of responses it has not read "
                 f"yet, and this one of {size} bytes would pass its limit of "
                 f"{self.per_connection} (max_inflight_bytes_per_connection); read them first"
             )
-        if self._held and self._held + size > self.total:
+        held = self._held.total
+        if held and held + size > self.total:
             return (
-                f"the server holds {self._held} bytes of responses its clients have not read "
+                f"the server holds {held} bytes of responses its clients have not read "
                 f"yet, and this one of {size} bytes would pass its limit of {self.total} "
                 "(max_inflight_bytes); try again later"
             )
-        self._by_peer[peer] = mine + size
-        self._held += size
+        self._held.add(peer, size)
         return None
 
     def give(self, peer: str, size: int) -> None:
         """Uncounts a response that was taken and is now written (or dropped)."""
-        self._held -= size
-        mine = self._by_peer[peer] - size
-        if mine:
-            self._by_peer[peer] = mine
-        else:
-            del self._by_peer[peer]
+        self._held.remove(peer, size)
