@@ -1,7 +1,9 @@
-"""Helpers shared by the benchmarks: timing with repeats and table printing."""
+"""Helpers shared by the benchmarks: timing with repeats, other processes'
+CPU time, and table printing."""
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -37,3 +39,10 @@ def fmt_rate(rate: float) -> str:
     if rate >= 1e3:
         return f"{rate / 1e3:.1f}k/s"
     return f"{rate:.0f}/s"
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

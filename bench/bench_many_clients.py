@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from _common import fmt_rate, print_table
+from _common import cpu_seconds, fmt_rate, print_table
 
 CLIENTS = (1, 8, 64, 256, 512)
 IDLE_CALLS = (0, 1024, 4096)
@@ -124,11 +124,6 @@ def _served(lib: str) -> Iterator[tuple[int, int]]:
         _end(process)
 
 
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / 100  # utime + stime, clock ticks
-
-
 def _rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -166,7 +161,7 @@ def measure(lib: str, clients: int, idle: int, seconds: float) -> dict[str, Any]
             stop = threading.Event()
             prober = threading.Thread(target=_probe, args=(lib, address, stop, latencies))
             prober.start()
-            cpu = _cpu_seconds(pid)
+            cpu = cpu_seconds(pid)
             for process in busy:
                 assert process.stdin is not None
                 process.stdin.write("go\n")
@@ -175,7 +170,7 @@ def measure(lib: str, clients: int, idle: int, seconds: float) -> dict[str, Any]
             for process in busy:
                 assert process.stdout is not None
                 counts += [tuple(map(int, line.split())) for line in process.stdout]
-            cpu = _cpu_seconds(pid) - cpu
+            cpu = cpu_seconds(pid) - cpu
             rss = _rss_mb(pid)
             stop.set()
             prober.join()

@@ -32,7 +32,7 @@ import numpy as np
 
 import resound
 
-from _common import fmt_rate, print_table
+from _common import cpu_seconds, fmt_rate, print_table
 
 # A server process: one Uniform table, prints its port, serves until stdin closes.
 SERVER = r"""
@@ -76,13 +76,6 @@ print(units, time.perf_counter() - start, flush=True)
 """
 
 ITEMS = 20_000
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def spawn(script: str, *args: str) -> subprocess.Popen[str]:
