@@ -77,9 +77,10 @@ _STOP_GRACE_SECONDS = 1.0
 
 
 def _stop_listening_servers() -> None:
-    # Runs when the main thread ends, before the interpreter joins the
-    # serving threads: a handler waiting on a client's open stream would
-    # otherwise keep the process from ever exiting.
+    # Runs when the main thread ends, before the interpreter joins its
+    # worker threads (the server's checkpoint workers among them): open
+    # calls still get their CANCELLED answer, and the serving loop ends
+    # while the interpreter is whole rather than dying with its daemon thread.
     with _registry_lock:
         servers = list(_servers_by_port.values())
     for server in servers:
@@ -94,8 +95,8 @@ def _stop_servers_at_exit() -> None:
             return
         _exit_hook_installed = True
     # threading's exit hooks run in reverse order of registration, so this
-    # one (registered after the serving thread pool's) runs before the pool
-    # waits for its threads; atexit would run too late.
+    # one (registered after concurrent.futures' own) runs before the worker
+    # pools wait for their threads; atexit would run too late.
     register = getattr(threading, "_register_atexit", None)
     if register is not None:
         register(_stop_listening_servers)
