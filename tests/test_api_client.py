@@ -802,6 +802,22 @@ def test_server_info_counters(client: resound.Client) -> None:
     assert info["prio"].memory_bytes == 0
 
 
+def test_server_info_follows_the_tables_between_calls(
+    server: resound.Server, client: resound.Client
+) -> None:
+    # Over gRPC the server builds what never changes once: each call must
+    # still report the counters of that moment, all of them as the table does.
+    before = client.server_info()
+    client.insert(np.zeros(8, np.float32), priorities={"uniform": 1.0, "fifo": 1.0})
+    client.sample_batch("uniform", 3)
+    after = client.server_info()
+    for name in ("uniform", "fifo", "signed", "queue"):
+        assert after[name] == server.table(name).info, name
+    assert (before["uniform"].current_size, after["uniform"].current_size) == (0, 1)
+    assert after["uniform"].rate_limiter_info.sample_stats.completed == 3
+    assert after["fifo"].num_chunks == 1 and after["queue"].num_chunks == 0
+
+
 def test_blocked_insert_times_out_and_is_withdrawn(
     server: resound.Server, client: resound.Client
 ) -> None:

@@ -126,3 +126,90 @@ def test_an_item_with_a_chunk_that_is_not_live_is_not_queued(store):
     with pytest.raises(ValueError):
         encoder.add("t", 1, 1.0, [([("x", 0, 1)], True)])
     assert (encoder.queued, encoder.in_flight_bytes) == (0, 0)
+
+
+def test_the_server_reads_what_the_encoder_writes(store):
+    # The server's side of the same message: _core.InsertRequest reads it
+    # without the protobuf runtime, and writes the confirmations.
+    held = [  # the store keeps chunks only while someone holds them
+        add_chunk(store, 11, np.arange(12, dtype=np.float32).reshape(4, 3), episode_id=7),
+        add_chunk(store, 12, np.array([-1, 2**40], np.int64)),
+    ]
+    encoder = _core.InsertRequestEncoder(store)
+    encoder.add("first", 100, 0.1, [([(11, 1, 2)], False), ([(12, 1, 1)], True)])
+    encoder.add("first", 101, 0.5, [([(11, 3, 1)], True)])
+    encoder.add("second", 2**64 - 1, 1e300, [([(12, 0, 2)], False)])
+    encoder.add("first", 103, 0.0, [([(12, 0, 1)], False)])
+    request = _core.InsertRequest(encoder.take_message(1000, 1 << 20))
+    del held
+    assert len(request) == 4
+    assert request.runs == [("first", 0, 2), ("second", 2, 3), ("first", 3, 4)]
+    assert request.keys.tolist() == [100, 101, 2**64 - 1, 103]
+    assert request.priorities.tolist() == [0.1, 0.5, 1e300, 0.0]
+    assert len(request.trajectories) == 4 and not request.has_releases
+
+    server_store, holder = _core.ChunkStore(), _core.ChunkHolder()
+    assert request.new_chunk_bytes(server_store) == 12 * 4 + 2 * 8
+    request.add_chunks(holder, server_store)
+    assert len(holder) == 2 and request.new_chunk_bytes(server_store) == 0
+    chunk = server_store.get(11)
+    assert (chunk.episode_id, chunk.dtype, chunk.shape, chunk.num_steps) == (7, "<f4", (3,), 4)
+    np.testing.assert_array_equal(np.frombuffer(server_store.get(12), np.int64), [-1, 2**40])
+
+    confirmation = request.confirmation(1, 3)
+    assert list(_proto.InsertResponse.FromString(confirmation).item_keys) == [101, 2**64 - 1]
+    assert _core.insert_response_keys(confirmation).tolist() == [101, 2**64 - 1]
+    assert _core.insert_response_keys(b"").tolist() == []
+    with pytest.raises(ValueError, match="bad range"):
+        request.confirmation(3, 5)
+
+
+def test_the_server_reads_releases_and_messages_protobuf_writes():
+    message = _proto.InsertRequest(release_chunk_keys=[5, 6])
+    request = _core.InsertRequest(message.SerializeToString())
+    assert len(request) == 0 and request.runs == [] and request.has_releases
+    holder = _core.ChunkHolder()
+    request.release(holder)  # releasing what is not held is allowed
+    assert _core.insert_response_keys(
+        _proto.InsertResponse(item_keys=[1, 2**64 - 1]).SerializeToString()
+    ).tolist() == [1, 2**64 - 1]
+
+
+@pytest.mark.parametrize(
+    ("message", "problem"),
+    [
+        (b"\x0a\x05\x01", "InsertRequest"),  # a field cut off
+        (
+            _proto.InsertRequest(
+                items=_proto.ItemBatch(tables=["t"], table_indices=[0], keys=[1])
+            ).SerializeToString(),
+            "1 keys, 1 table_indices and 0 priorities; they must pair up",
+        ),
+        (
+            _proto.InsertRequest(
+                items=_proto.ItemBatch(tables=["t"], table_indices=[2], keys=[1], priorities=[1])
+            ).SerializeToString(),
+            "table index 2 is not below the 1 tables",
+        ),
+        (
+            _proto.InsertRequest(
+                items=_proto.ItemBatch(tables=["t"], table_indices=[0], keys=[1], priorities=[1])
+            ).SerializeToString(),
+            "1 keys but 0 trajectories",
+        ),
+        (
+            _proto.InsertRequest(
+                chunks=_proto.ChunkBatch(layouts=[_proto.ChunkLayout(dtype="<f3")])
+            ).SerializeToString(),
+            "layouts[0]",
+        ),
+        (
+            _proto.InsertRequest(items=_proto.ItemBatch()).SerializeToString() * 2,
+            "items must come once",
+        ),
+    ],
+)
+def test_the_server_refuses_malformed_requests_naming_the_problem(message, problem):
+    with pytest.raises(ValueError) as caught:
+        _core.InsertRequest(message)
+    assert problem in str(caught.value)

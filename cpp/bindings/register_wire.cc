@@ -24,6 +24,7 @@
 #include "resound/chunk_holder.h"
 #include "resound/chunk_store.h"
 #include "resound/errors.h"
+#include "resound/insert_request.h"
 #include "resound/insert_request_encoder.h"
 #include "resound/packed_trajectories.h"
 #include "resound/proto_reader.h"
@@ -121,6 +122,88 @@ py::tuple DecodeSampleResponse(py::handle message, ChunkStore& store, ChunkHolde
   return py::make_tuple(std::move(packed), NumpyOf(items.keys), NumpyOf(items.priorities),
                         NumpyOf(items.times_sampled), NumpyOf(items.probabilities), NumpyOf(items.table_sizes),
                         BoolsOf(items.rate_limited), items.end_of_request, items.timed_out);
+}
+
+// A received InsertRequest as the server handles it (resound._core.InsertRequest):
+// read once by the core, its chunk payloads left in the message, which it
+// keeps alive.
+class ReceivedInsert {
+ public:
+  explicit ReceivedInsert(py::handle raw) : raw_(py::reinterpret_borrow<py::object>(raw)), view_(raw) {
+    message_ = ReadInsertRequest({static_cast<const uint8_t*>(view_.data()), view_.size()});
+    keys_ = NumpyOf(message_.keys);
+    priorities_ = NumpyOf(message_.priorities);
+    trajectories_ = std::make_shared<PackedTrajectories>(std::move(message_.trajectories));
+  }
+
+  // Payload bytes of the chunks that `store` does not hold yet (a chunk sent
+  // again, after a reconnect, is stored once and brings nothing new).
+  int64_t NewChunkBytes(const ChunkStore& store) const {
+    const auto& chunks = message_.chunks;
+    int64_t bytes = 0;
+    for (size_t i = 0; i < chunks.keys.size() && i < chunks.data_sizes.size(); ++i) {
+      if (!store.Find(chunks.keys[i])) bytes += chunks.data_sizes[i];
+    }
+    return bytes;
+  }
+
+  void AddChunks(ChunkHolder& holder, ChunkStore& store) const {
+    if (message_.chunks.keys.empty() && message_.chunk_data.empty()) return;
+    std::vector<std::shared_ptr<const Chunk>> made;
+    {
+      std::optional<py::gil_scoped_release> release;
+      if (message_.chunk_data.size() > kKeepGilBelowBytes) release.emplace();
+      made = wire::MakeChunks(message_.chunks, message_.chunk_data, store);
+    }
+    for (auto& chunk : made) holder.Hold(std::move(chunk));
+  }
+
+  void Release(ChunkHolder& holder) const noexcept {
+    for (const uint64_t key : message_.release_chunk_keys) holder.Release(key);
+  }
+
+  py::list Runs() const {
+    py::list runs;
+    for (const TableRun& run : message_.runs) {
+      runs.append(py::make_tuple(message_.tables[run.table], run.begin, run.end));
+    }
+    return runs;
+  }
+
+  // A serialized InsertResponse confirming items [begin, end).
+  py::bytes Confirmation(size_t begin, size_t end) const {
+    if (begin > end || end > message_.keys.size()) throw InvalidArgumentError("confirmation: bad range");
+    ProtoWriter response;
+    response.PackedVarints(wire::insert_response::kItemKeys,
+                           std::vector<uint64_t>(message_.keys.begin() + static_cast<std::ptrdiff_t>(begin),
+                                                 message_.keys.begin() + static_cast<std::ptrdiff_t>(end)));
+    return py::bytes(response.data());
+  }
+
+  const py::array_t<uint64_t>& keys() const noexcept { return keys_; }
+  const py::array_t<double>& priorities() const noexcept { return priorities_; }
+  const std::shared_ptr<PackedTrajectories>& trajectories() const noexcept { return trajectories_; }
+  size_t num_items() const noexcept { return message_.keys.size(); }
+  bool has_releases() const noexcept { return !message_.release_chunk_keys.empty(); }
+
+ private:
+  py::object raw_;   // owns the bytes `view_` (and so chunk_data) points into
+  BufferView view_;
+  InsertRequestMessage message_;
+  py::array_t<uint64_t> keys_;
+  py::array_t<double> priorities_;
+  std::shared_ptr<PackedTrajectories> trajectories_;
+};
+
+// The item keys of a serialized InsertResponse.
+py::array_t<uint64_t> InsertResponseKeys(py::handle message) {
+  const BufferView view(message);
+  ProtoReader reader({static_cast<const uint8_t*>(view.data()), view.size()}, "InsertResponse");
+  std::vector<uint64_t> keys;
+  while (reader.Next()) {
+    if (reader.field() == wire::insert_response::kItemKeys) reader.AppendVarints(keys);
+  }
+  return NumpyOf(keys);
 }
 
 // FindLengthDelimitedField of a Python buffer, as (field_start, field_end,
@@ -264,6 +347,32 @@ InsertRequest messages by the thousand, held until the server confirms them
       .def_property_readonly("unconfirmed", &InsertRequestEncoder::unconfirmed)
       .def_property_readonly("in_flight_bytes", &InsertRequestEncoder::in_flight_bytes);
 
+  py::class_<ReceivedInsert>(m, "InsertRequest", R"doc(
+A serialized InsertRequest read by the core, as the server handles it. The
+chunk payloads stay in the message (which it keeps alive) until
+add_chunks copies them into their chunks. ValueError names what is
+malformed or does not pair up.
+)doc")
+      .def(py::init<py::handle>(), py::arg("message"))
+      .def("new_chunk_bytes", &ReceivedInsert::NewChunkBytes, py::arg("store"),
+           "Payload bytes of the chunks `store` does not hold yet.")
+      .def("add_chunks", &ReceivedInsert::AddChunks, py::arg("holder"), py::arg("store"),
+           "Makes the chunks in `store` and holds them in `holder`; ValueError names the first bad one "
+           "(nothing is held then).")
+      .def("release", &ReceivedInsert::Release, py::arg("holder"),
+           "Releases from `holder` the chunks the request lets go of.")
+      .def("confirmation", &ReceivedInsert::Confirmation, py::arg("begin"), py::arg("end"),
+           "The serialized InsertResponse confirming items [begin, end).")
+      .def_property_readonly("runs", &ReceivedInsert::Runs,
+                             "(table, begin, end) of each run of consecutive items of one table, in order.")
+      .def_property_readonly("keys", &ReceivedInsert::keys)
+      .def_property_readonly("priorities", &ReceivedInsert::priorities)
+      .def_property_readonly("trajectories", &ReceivedInsert::trajectories)
+      .def_property_readonly("has_releases", &ReceivedInsert::has_releases)
+      .def("__len__", &ReceivedInsert::num_items);
+
+  m.def("insert_response_keys", &InsertResponseKeys, py::arg("message"),
+        "The item keys a serialized InsertResponse confirms (ValueError if it is malformed).");
   m.def("decode_sample_response", &DecodeSampleResponse, py::arg("message"), py::arg("store"), py::arg("holder"),
         "(PackedTrajectories, keys, priorities, times_sampled, probabilities, table_sizes, rate_limited, "
         "end_of_request, timed_out) of a serialized SampleResponse; its chunks are added to `store` and "

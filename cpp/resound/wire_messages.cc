@@ -98,7 +98,9 @@ ChunkBatchMessage ReadChunkBatch(ProtoReader reader) {
   while (reader.Next()) {
     switch (reader.field()) {
       case chunk_batch::kLayouts:
-        batch.layouts.push_back(ReadLayout(reader.Nested("layouts")));
+        // Named by index, as errors about a layout say which it is.
+        batch.layouts.push_back(
+            ReadLayout(reader.Nested(("layouts[" + std::to_string(batch.layouts.size()) + "]").c_str())));
         break;
       case chunk_batch::kKeys:
         reader.AppendVarints(batch.keys);

@@ -38,6 +38,9 @@ constexpr uint32_t kTables = 1, kTableIndices = 2, kKeys = 3, kPriorities = 4, k
 namespace insert_request {
 constexpr uint32_t kChunks = 1, kItems = 2, kReleaseChunkKeys = 3, kChunkData = 4;
 }
+namespace insert_response {
+constexpr uint32_t kItemKeys = 1;
+}
 namespace sampled_items {
 constexpr uint32_t kKeys = 1, kPriorities = 2, kTimesSampled = 3, kProbabilities = 4, kTableSizes = 5,
                    kRateLimited = 6, kTrajectories = 7;

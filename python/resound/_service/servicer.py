@@ -24,7 +24,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterat
 from typing import TYPE_CHECKING, Any
 
 import grpc
-import numpy as np
 
 from resound import _core, _proto
 from resound._service import wire
@@ -143,6 +142,7 @@ class ReplayServicer:
         self._budget = budget
         self._store = shared_chunk_store()
         self._waits: dict[str, TableWaits] = {}
+        self._info_templates: dict[str, Any] = {}  # TableInfo messages, see _table_info
         # Calls parked where they wait for their client or a table; the
         # others are running and check the server on their next step.
         self._parked: set[asyncio.Task[Any]] = set()
@@ -155,9 +155,10 @@ class ReplayServicer:
             {
                 "Insert": grpc.stream_stream_rpc_method_handler(
                     self._guard_stream(self.insert),
-                    # Raw bytes in: wire.decode reads chunk payloads in place.
+                    # Bytes both ways: the core reads each request (its chunk
+                    # payloads in place) and writes each confirmation.
                     request_deserializer=None,
-                    response_serializer=P.InsertResponse.SerializeToString,
+                    response_serializer=None,
                 ),
                 "Sample": grpc.unary_stream_rpc_method_handler(
                     self._guard_stream(self.sample),
@@ -288,7 +289,7 @@ class ReplayServicer:
 
     async def insert(
         self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[Any]:
+    ) -> AsyncIterator[bytes]:
         holder = _core.ChunkHolder()  # the chunks this stream keeps
         incoming = aiter(requests)
         while True:
@@ -296,49 +297,55 @@ class ReplayServicer:
                 raw = await self._parked_on(anext(incoming))
             except StopAsyncIteration:
                 return
-            request, payloads = self._decode_insert(raw)
-            self._add_chunks(holder, request.chunks, payloads)
-            items = request.items
-            keys = np.array(items.keys, np.uint64)
+            request = self._decode_insert(raw)
+            self._add_chunks(holder, request, raw)
             # Items are confirmed once in their tables: at the end of the
             # request, and meanwhile whenever the rate limiter holds up the
             # rest (a writer ahead of its table learns what went in).
             confirmed = inserted = 0
-            if len(keys):
-                priorities, trajectories, runs = _item_batch(items, len(keys))
-                try:
-                    for table, begin, end in runs:
-                        async for inserted in self._insert(  # noqa: B007 - used after the loop
-                            table, keys, priorities, trajectories, holder, begin, end
+            try:
+                for table_name, begin, end in request.runs:
+                    inserted = begin
+                    table = self._table(table_name)
+                    try:  # at once, as nearly always
+                        table.insert_packed(
+                            request.keys, request.priorities, request.trajectories, holder,
+                            begin, end, 0,
+                        )  # fmt: skip
+                    except DeadlineExceededError as error:  # held up by the rate limiter
+                        inserted = held_from = begin + error.num_inserted
+                        async for inserted in self._insert_held_up(  # noqa: B007 - used below
+                            table_name, table, request, holder, held_from, end
                         ):
                             if inserted > confirmed:
-                                yield _proto.InsertResponse(
-                                    item_keys=keys[confirmed:inserted].tolist()
-                                )
+                                yield request.confirmation(confirmed, inserted)
                                 confirmed = inserted
-                        inserted = end
-                except Exception:
-                    if inserted > confirmed:  # what went in is confirmed before the error
-                        yield _proto.InsertResponse(item_keys=keys[confirmed:inserted].tolist())
-                    raise
-            if request.release_chunk_keys:
-                holder.release(np.array(request.release_chunk_keys, np.uint64))
-            if len(keys) > confirmed:
-                yield _proto.InsertResponse(item_keys=keys[confirmed:].tolist())
+                    inserted = end
+            except Exception:
+                if inserted > confirmed:  # what went in is confirmed before the error
+                    yield request.confirmation(confirmed, inserted)
+                raise
+            if request.has_releases:
+                request.release(holder)
+            if len(request) > confirmed:
+                yield request.confirmation(confirmed, len(request))
 
     @staticmethod
-    def _decode_insert(raw: bytes) -> tuple[Any, memoryview]:
+    def _decode_insert(raw: bytes) -> Any:
+        """The core's reading of an InsertRequest (see _core.InsertRequest)."""
         try:
-            return wire.decode(_proto.InsertRequest, raw)
+            return _core.InsertRequest(raw)
         except ValueError as error:
-            raise _StatusError(grpc.StatusCode.INVALID_ARGUMENT, str(error)) from None
+            raise _StatusError(
+                grpc.StatusCode.INVALID_ARGUMENT, str(error), _layout_strings(raw)
+            ) from None
 
-    def _add_chunks(self, holder: Any, batch: Any, payloads: memoryview) -> None:
+    def _add_chunks(self, holder: Any, request: Any, raw: bytes) -> None:
         limit = self._server.max_bytes
-        if limit is not None and len(payloads):
+        if limit is not None:
             held = self._store.memory_bytes
-            brought = _new_chunk_bytes(self._store, batch)
-            if held + brought > limit:
+            brought = request.new_chunk_bytes(self._store)
+            if brought and held + brought > limit:
                 # Before anything of the message is stored: a client cannot
                 # take the server's memory past its limit (e.g. by sending
                 # chunks no item uses), and what is stored stays.
@@ -350,42 +357,31 @@ class ReplayServicer:
                     "max_bytes)",
                 )
         try:
-            wire.add_chunks(holder, self._store, batch, payloads)
+            request.add_chunks(holder, self._store)
         except ValueError as error:
-            # The core's message may repeat a layout's dtype or compression.
-            echoed = tuple(
-                s for layout in batch.layouts for s in (layout.dtype, layout.compression)
-            )
-            raise _StatusError(grpc.StatusCode.INVALID_ARGUMENT, str(error), echoed) from None
+            raise _StatusError(
+                grpc.StatusCode.INVALID_ARGUMENT, str(error), _layout_strings(raw)
+            ) from None
 
-    async def _insert(
-        self,
-        table_name: str,
-        keys: np.ndarray,
-        priorities: np.ndarray,
-        trajectories: Any,
-        holder: Any,
-        begin: int,
-        end: int,
+    async def _insert_held_up(
+        self, table_name: str, table: Any, request: Any, holder: Any, done: int, end: int
     ) -> AsyncIterator[int]:
-        """Inserts items [begin, end) of a request into ``table_name``; while
-        the rate limiter holds them up, yields how far they got (and waits
-        for the table without a thread)."""
-        table = self._table(table_name)
-        done = begin
+        """Inserts items [done, end) of a request into ``table`` once its
+        rate limiter lets them in, waiting for the table without a thread;
+        meanwhile yields how far they got."""
         waiter = self._waits_of(table_name, table).waiter(_core.WAKE_INSERTS)
         try:
             while True:
+                self._check_running()
+                yield done  # how far it got before the limiter held it up
+                await self._parked_on(waiter.wait(None))
                 try:
                     done += table.insert_packed(
-                        keys, priorities, trajectories, holder, done, end, 0.0
+                        request.keys, request.priorities, request.trajectories, holder, done, end, 0
                     )
                     return
                 except DeadlineExceededError as error:
                     done += error.num_inserted
-                self._check_running()
-                yield done  # how far it got before the limiter held it up
-                await self._parked_on(waiter.wait(None))
         finally:
             waiter.end()
 
@@ -506,11 +502,19 @@ class ReplayServicer:
 
     async def server_info(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         del request, context
-        tables = [
-            wire.table_info_message(table.info, table.signature)
-            for table in self._server.tables.values()
-        ]
+        tables = [self._table_info(table) for table in self._server.tables.values()]
         return _proto.ServerInfoResponse(tables=tables)
+
+    def _table_info(self, table: Any) -> Any:
+        """``table``'s TableInfo message now: what never changes (options,
+        signature, limiter settings) built once, the counters read each call
+        (building it all took ~150 us per table, a call's own cost)."""
+        template = self._info_templates.get(table.name)
+        if template is None:
+            template = self._info_templates[table.name] = wire.table_info_message(
+                table.info, table.signature
+            )
+        return wire.table_info_now(template, table._core.info())
 
     async def checkpoint(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         del request, context
@@ -549,48 +553,15 @@ async def _read_into(requests: AsyncIterator[Any], inbox: asyncio.Queue[Any]) ->
     await inbox.put(_END)
 
 
-def _new_chunk_bytes(store: Any, batch: Any) -> int:
-    """Payload bytes of the chunks of ChunkBatch ``batch`` that ``store`` does
-    not hold yet: a chunk sent again (after a reconnect, while an item still
-    uses its first copy) is stored once, and brings nothing new. (Counts that
-    do not pair up are the core's to refuse, after this.)"""
-    return sum(
-        size for key, size in zip(batch.keys, batch.data_sizes, strict=False) if key not in store
-    )
-
-
-def _item_batch(items: Any, count: int) -> tuple[np.ndarray, Any, list[tuple[str, int, int]]]:
-    """(priorities, packed trajectories, runs) of an ItemBatch of ``count``
-    items, a run being (table, begin, end) of consecutive items of one table
-    (each goes in with one core call)."""
-    indices = np.array(items.table_indices, np.uint32)
-    priorities = np.array(items.priorities, np.float64)
-    if len(indices) != count or len(priorities) != count:
-        raise _StatusError(
-            grpc.StatusCode.INVALID_ARGUMENT,
-            f"items: {count} keys, {len(indices)} table_indices and {len(priorities)} "
-            "priorities; they must pair up",
-        )
-    if int(indices.max()) >= len(items.tables):
-        raise _StatusError(
-            grpc.StatusCode.INVALID_ARGUMENT,
-            f"items: table index {int(indices.max())} is not below the {len(items.tables)} tables",
-        )
+def _layout_strings(raw: bytes) -> tuple[str, ...]:
+    """The dtype and compression strings of an InsertRequest's chunk layouts,
+    which the core's messages about them repeat (to be shortened there; see
+    _status_message). Only for errors: the protobuf runtime reads them."""
     try:
-        trajectories = wire.packed_trajectories(items.trajectories)
-    except ValueError as error:
-        raise _StatusError(grpc.StatusCode.INVALID_ARGUMENT, f"items: {error}") from None
-    if len(trajectories) != count:
-        raise _StatusError(
-            grpc.StatusCode.INVALID_ARGUMENT,
-            f"items: {count} keys but {len(trajectories)} trajectories",
-        )
-    bounds = [0, *(np.flatnonzero(np.diff(indices)) + 1).tolist(), count]
-    runs = [
-        (items.tables[int(indices[begin])], begin, end)
-        for begin, end in zip(bounds[:-1], bounds[1:], strict=True)
-    ]
-    return priorities, trajectories, runs
+        layouts = _proto.InsertRequest.FromString(raw).chunks.layouts
+    except Exception:  # noqa: BLE001 - a message protobuf cannot read either
+        return ()
+    return tuple(s for layout in layouts for s in (layout.dtype, layout.compression))
 
 
 def _sample_responses(batch: Any, limit: int, mark_end: bool = False) -> Iterator[bytes]:

@@ -112,11 +112,31 @@ def table_info_message(info: TableInfo, signature: Any) -> Any:
     )
 
 
+def table_info_now(template: Any, info: _core.TableInfo) -> Any:
+    """A copy of the TableInfo message ``template`` (table_info_message of
+    the same table) with the counters of the core's ``info``."""
+    message = _proto.TableInfo()
+    message.CopyFrom(template)
+    message.current_size = info.current_size
+    message.num_episodes = info.num_episodes
+    message.num_deleted_episodes = info.num_deleted_episodes
+    message.num_unique_samples = info.num_unique_samples
+    message.num_chunks = info.num_chunks
+    message.memory_bytes = info.memory_bytes
+    counts = info.rate_limiter
+    limiter = message.rate_limiter_info
+    limiter.insert_stats.completed = int(counts["inserts"])
+    limiter.sample_stats.completed = int(counts["samples"])
+    limiter.delete_stats.completed = int(counts["deletes"])
+    return message
+
+
 def table_info_from_message(message: Any) -> TableInfo:
     # The options must name a selector (as every server's do); checked here
     # so that a malformed answer fails at once, not at first use.
     for options in (message.sampler_options, message.remover_options):
-        table_info.selector_from_options(options)
+        if options.WhichOneof("distribution") is None:
+            table_info.selector_from_options(options)  # raises, saying what is missing
     return TableInfo(
         name=message.name,
         sampler_options=message.sampler_options,

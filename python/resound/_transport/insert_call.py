@@ -25,7 +25,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import grpc
-import numpy as np
 
 from resound import _core
 from resound._transport.insert_stream import _MAX_BYTES_PER_MESSAGE, _MAX_ITEMS_PER_MESSAGE
@@ -95,7 +94,7 @@ class InsertCall:
                 response = next(call.responses)
             except StopIteration:  # the server ended the stream: it is stopping
                 raise CancelledError("Insert: the server stopped") from None
-            encoder.confirm(np.array(response.item_keys, np.uint64))
+            encoder.confirm(response)  # the confirmed keys
 
     def _drop_unconfirmed(self) -> None:
         """After a failure the caller raises: a later call starts afresh."""

@@ -211,7 +211,7 @@ class InsertStream:
                 for response in responses:
                     backoff = _BACKOFF_START
                     self._transport._outage = None
-                    self._confirm(response.item_keys)
+                    self._confirm(response)
                 with self._lock:
                     if self._closed:
                         return
@@ -286,10 +286,9 @@ class InsertStream:
                 message = encoder.take_message(_MAX_ITEMS_PER_MESSAGE, _MAX_BYTES_PER_MESSAGE)
             yield message
 
-    def _confirm(self, keys: Any) -> None:
-        confirmed = np.array(keys, np.uint64)
+    def _confirm(self, keys: np.ndarray) -> None:
         with self._lock:
-            self._encoder.confirm(confirmed)
+            self._encoder.confirm(keys)
             self._lock.notify_all()
 
     def _fail(self, error: BaseException) -> None:

@@ -111,10 +111,11 @@ class RemoteTransport:
             return getattr(self._channel, kind)(
                 f"/{P.SERVICE}/{name}",
                 request_serializer=request and request.SerializeToString,
-                response_deserializer=response and response.FromString,
+                response_deserializer=getattr(response, "FromString", response),
             )
 
-        self._insert_call = method("Insert", "stream_stream", None, P.InsertResponse)
+        # Insert confirmations arrive as numpy arrays of item keys, read by the core.
+        self._insert_call = method("Insert", "stream_stream", None, _core.insert_response_keys)
         self._sample_call = method("Sample", "unary_stream", P.SampleRequest, None)
         self._sample_stream_call = method("SampleStream", "stream_stream", P.SampleRequest, None)
         self._mutate_call = method(
