@@ -291,3 +291,37 @@ def test_with_every_server_down_a_client_of_several_waits_for_one(warnings, late
     sampled = Background(lambda: client.sample_batch("t", 1, timeout=SAFETY).data[0].tolist())
     server.in_process_client().insert([np.float32(3.0)], priorities={"t": 1.0})
     assert sampled.value() == [[3.0]]
+
+
+def test_priority_updates_go_on_one_open_call_and_reach_a_successor_server():
+    def prioritized() -> resound.Table:
+        return resound.Table(
+            "p", selectors.Prioritized(1.0), selectors.Fifo(), 10, rate_limiters.MinSize(1)
+        )
+
+    def update_and_read_back(server: resound.Server, client: resound.Client) -> float:
+        local = server.in_process_client()
+        local.insert(np.float32(1), priorities={"p": 1.0})
+        key = int(local.sample_batch("p", 1).info.key[0])
+        client.mutate_priorities("p", updates={key: 7.5})
+        return float(local.sample_batch("p", 1).info.priority[0])
+
+    port = free_port()
+    client = resound.Client(f"127.0.0.1:{port}", transport="grpc")
+    server = resound.Server([prioritized()], port=port)
+    try:
+        assert update_and_read_back(server, client) == 7.5
+        # The updates' call stays open for the next ones (one per thread).
+        assert server.open_calls == 1
+        client.mutate_priorities("p", updates={1: 1.0})
+        client.mutate_priorities("p", updates={2: 1.0})
+        assert server.open_calls == 1
+    finally:
+        server.stop()
+    # That call ended with the stop, as a call of its own would have: the
+    # next update reaches the server that follows at the address.
+    successor = resound.Server([prioritized()], port=port)
+    try:
+        assert update_and_read_back(successor, client) == 7.5
+    finally:
+        successor.stop()

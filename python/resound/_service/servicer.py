@@ -176,6 +176,11 @@ class ReplayServicer:
                     request_deserializer=_parser(P.MutatePrioritiesRequest),
                     response_serializer=P.MutatePrioritiesResponse.SerializeToString,
                 ),
+                "MutatePrioritiesStream": grpc.stream_stream_rpc_method_handler(
+                    self._guard_stream(self.mutate_priorities_stream),
+                    request_deserializer=_parser(P.MutatePrioritiesRequest),
+                    response_serializer=P.MutatePrioritiesResponse.SerializeToString,
+                ),
                 "Reset": grpc.unary_unary_rpc_method_handler(
                     self._guard(self.reset),
                     request_deserializer=_parser(P.ResetRequest),
@@ -494,6 +499,22 @@ class ReplayServicer:
         updates = list(zip(request.update_keys, request.update_priorities, strict=True))
         updated, deleted = table.mutate_priorities(updates, list(request.delete_keys))
         return _proto.MutatePrioritiesResponse(num_updated=updated, num_deleted=deleted)
+
+    async def mutate_priorities_stream(
+        self, requests: AsyncIterator[Any], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[Any]:
+        """Answers each request of the stream in turn (see the proto): a
+        message each way instead of a unary call, which costs the server
+        about twice the CPU of a stream's message."""
+        incoming = aiter(requests)
+        while True:
+            try:
+                request = await self._parked_on(anext(incoming))
+            except StopAsyncIteration:
+                return
+            if isinstance(request, _Malformed):
+                raise _StatusError(grpc.StatusCode.INVALID_ARGUMENT, request.what)
+            yield await self.mutate_priorities(request, context)
 
     async def reset(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         del context

@@ -53,6 +53,8 @@ class InsertCall:
         for key, priority, trajectory in requests:
             encoder.add(table, key, priority, trajectory)
         transport = self._transport
+        if self._call is not None and self._call.ended:
+            self._end_call()  # ended while idle (its server stopped): a new one
         while True:
             try:
                 if self._call is None:

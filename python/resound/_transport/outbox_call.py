@@ -19,10 +19,22 @@ import queue
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+import grpc
+
 __all__ = ["OutboxCall"]
 
 # Ends the request iterator, which frees gRPC's request thread.
 _NO_MORE_REQUESTS = None
+
+
+class _Ended(grpc.RpcError):
+    """A call that ended without a status: the server stopped it."""
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.CANCELLED
+
+    def details(self) -> str:
+        return "the call ended without an answer"
 
 
 class OutboxCall:
@@ -46,6 +58,22 @@ class OutboxCall:
 
     def send(self, message: Any) -> None:
         self._outbox.put(message)
+
+    @property
+    def ended(self) -> bool:
+        """Whether the call has ended (its status arrived): a call kept open
+        between uses may have ended meanwhile, e.g. with its server's stop."""
+        return self._call.done()
+
+    def ask(self, message: Any) -> Any:
+        """Sends ``message`` and returns the next answer, for calls that
+        answer each request with one response. grpc.RpcError if the call
+        ended with a status, which it also does when it ended without one."""
+        self._outbox.put(message)
+        try:
+            return next(self.responses)
+        except StopIteration:
+            raise _Ended() from None
 
     def end(self) -> None:
         """Ends the requests and cancels the call (answers not read are dropped)."""

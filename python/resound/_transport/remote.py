@@ -35,6 +35,7 @@ from resound._transport.embedded import TableMeta
 from resound._transport.insert_call import InsertCall
 from resound._transport.insert_stream import InsertStream
 from resound._transport.malloc_thresholds import keep_message_buffers_warm
+from resound._transport.outbox_call import OutboxCall
 from resound._transport.rpc_errors import error_from_rpc, means_unreachable
 from resound._transport.sample_stream import RemoteSampleBatch, SampleStream
 from resound._transport.waiting import (
@@ -121,6 +122,10 @@ class RemoteTransport:
         self._mutate_call = method(
             "MutatePriorities", "unary_unary", P.MutatePrioritiesRequest, P.MutatePrioritiesResponse
         )
+        self._mutate_stream_call = method(
+            "MutatePrioritiesStream", "stream_stream", P.MutatePrioritiesRequest,
+            P.MutatePrioritiesResponse,
+        )  # fmt: skip
         self._reset_call = method("Reset", "unary_unary", P.ResetRequest, P.ResetResponse)
         self._info_call = method(
             "ServerInfo", "unary_unary", P.ServerInfoRequest, P.ServerInfoResponse
@@ -144,6 +149,7 @@ class RemoteTransport:
         # Idle streams of sample() by table, and of insert() without a timeout.
         self._idle_sample_streams: dict[str, list[SampleStream]] = {}
         self._idle_insert_calls: list[InsertCall] = []
+        self._idle_mutate_calls: list[OutboxCall] = []
         self._client_stream: InsertStream | None = None
         self._closed = False
         # failover(this transport) -> another server's transport, or None: set
@@ -172,11 +178,14 @@ class RemoteTransport:
         with self._infos_lock:
             idle, self._idle_sample_streams = self._idle_sample_streams, {}
             calls, self._idle_insert_calls = self._idle_insert_calls, []
+            mutates, self._idle_mutate_calls = self._idle_mutate_calls, []
         for streams in idle.values():
             for stream in streams:
                 stream.close()
         for call in calls:
             call.close()
+        for mutate in mutates:
+            mutate.end()
 
     def close_client_stream(self) -> None:
         """Ends the stream of ``Client.insert`` (its client is gone; writers
@@ -279,6 +288,11 @@ class RemoteTransport:
         with self._infos_lock:
             idle = self._idle_sample_streams.get(table)
             stream = idle.pop() if idle else None
+        if stream is not None and stream.ended_while_idle:
+            # Its server stopped since: this call goes as a call of its own
+            # would, to a server that follows at the address or to none.
+            stream.close()
+            stream = None
         if stream is None:
             stream = self.open_sample_stream(table)
         try:
@@ -368,7 +382,36 @@ class RemoteTransport:
             update_priorities=priorities,
             delete_keys=[] if deletes is None else [int(k) for k in deletes],
         )
-        response = self._unary(self._mutate_call, request, f"MutatePriorities of {table!r}")
+        what = f"MutatePriorities of {table!r}"
+        with self._infos_lock:
+            call = self._idle_mutate_calls.pop() if self._idle_mutate_calls else None
+        if call is not None and call.ended:  # ended while idle (its server stopped)
+            call.end()
+            call = None
+        try:
+            if call is None:
+                call = OutboxCall(self._mutate_stream_call)
+            response = call.ask(request)
+        except grpc.RpcError as error:
+            if call is not None:
+                call.end()  # frees gRPC's request thread
+                call = None
+            if error.code() != grpc.StatusCode.CANCELLED and not means_unreachable(error):
+                raise error_from_rpc(error, what) from None
+            # The server went away, maybe while the call was idle: as a call
+            # of its own, which waits for it (or says why not).
+            response = self._unary(self._mutate_call, request, what)
+        except BaseException:
+            if call is not None:
+                call.end()
+            raise
+        if call is not None:
+            with self._infos_lock:
+                if not self._closed and len(self._idle_mutate_calls) < _IDLE_INSERT_CALLS:
+                    self._idle_mutate_calls.append(call)
+                    call = None
+            if call is not None:
+                call.end()
         return response.num_updated, response.num_deleted
 
     def reset(self, table: str) -> None:

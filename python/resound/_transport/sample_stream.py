@@ -154,6 +154,12 @@ class SampleStream:
         self._call.send(request)
         return self._receive
 
+    @property
+    def ended_while_idle(self) -> bool:
+        """Whether the call ended with nothing asked on it (its server
+        stopped): the next request would learn that the server stopped."""
+        return self._call is not None and self._call.ended and not self._unanswered
+
     def close(self) -> None:
         """Ends the call (requests not received are dropped). Idempotent."""
         self._end_call()
