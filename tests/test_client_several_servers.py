@@ -280,7 +280,7 @@ def test_a_dropped_client_leaves_no_thread_or_stream_behind(servers) -> None:
     servers[0].stop()
     with pytest.raises(ConnectionError):
         client.reset("q")  # the calls ran on pool threads, one failed
-    servers_ref = weakref.ref(client._servers)
+    servers_ref = weakref.ref(client._transport)
     del client
     gc.collect()
     wait_until(lambda: not any(t.is_alive() for t in streams), "the streams ended")

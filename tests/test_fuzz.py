@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 
 import resound
 from resound import _core, _proto
-from resound._transport.remote import CHANNEL_OPTIONS
+from resound._wire.channel_options import CHANNEL_OPTIONS
 from resound.errors import CheckpointError
 from resound.server_command import ConfigError, tables_from_config
 

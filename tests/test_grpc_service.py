@@ -19,7 +19,7 @@ from wire_requests import chunks, fresh_key, item, items
 
 import resound
 from resound import _proto
-from resound._transport.remote import CHANNEL_OPTIONS
+from resound._wire.channel_options import CHANNEL_OPTIONS
 
 from conftest import SAFETY, Background, wait_until
 
@@ -323,8 +323,9 @@ def test_sample_and_unary_calls_validate_their_requests(service):
         list(sample(P.SampleRequest(table="t", num_samples=1, timeout_seconds=0.0), timeout=SAFETY))
     assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
     with pytest.raises(ValueError, match="same length"):
-        client._transport._unary(
-            client._transport._mutate_call,
+        remote = client._transport.one_server()
+        remote._unary(
+            remote._mutate_call,
             P.MutatePrioritiesRequest(table="t", update_keys=[1, 2], update_priorities=[1.0]),
             "MutatePriorities",
         )

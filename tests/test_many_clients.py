@@ -23,7 +23,7 @@ import pytest
 
 import resound
 from resound import _proto
-from resound._transport.remote import CHANNEL_OPTIONS
+from resound._wire.channel_options import CHANNEL_OPTIONS
 
 from conftest import SAFETY, Background, wait_until
 

@@ -56,26 +56,26 @@ def test_messages_round_trip_payload_bytes_untouched():
 
 
 def test_chunk_payloads_are_read_back_in_place():
-    from resound._service import wire
+    from resound._wire import message_codec
 
     payload = bytes(range(200))
     message = _proto.InsertRequest(chunk_data=payload, release_chunk_keys=[4, 5])
-    decoded, view = wire.decode(_proto.InsertRequest, message.SerializeToString())
+    decoded, view = message_codec.decode(_proto.InsertRequest, message.SerializeToString())
     assert bytes(view) == payload and decoded.chunk_data == b""
     assert list(decoded.release_chunk_keys) == [4, 5]
     # chunk_data anywhere in the message (as another encoder may put it).
     field = _proto.InsertRequest(chunk_data=payload).SerializeToString()
     rest = _proto.InsertRequest(release_chunk_keys=[4, 5]).SerializeToString()
-    decoded, view = wire.decode(_proto.InsertRequest, field + rest)
+    decoded, view = message_codec.decode(_proto.InsertRequest, field + rest)
     assert bytes(view) == payload and list(decoded.release_chunk_keys) == [4, 5]
 
 
 def test_malformed_messages_are_refused_by_decode():
     import pytest
 
-    from resound._service import wire
+    from resound._wire import message_codec
 
     raw = _proto.InsertRequest(chunk_data=b"x" * 50, release_chunk_keys=[3]).SerializeToString()
     for bad in (raw[:-10], raw[:1], b"\xff" * 11, b"\x0b\x00"):  # cut, cut, bad varint, group
         with pytest.raises(ValueError):
-            wire.decode(_proto.InsertRequest, bad)
+            message_codec.decode(_proto.InsertRequest, bad)

@@ -13,7 +13,7 @@ import pytest
 
 import resound
 from resound import _proto
-from resound._transport.remote import CHANNEL_OPTIONS
+from resound._wire.channel_options import CHANNEL_OPTIONS
 from resound.errors import CancelledError, DeadlineExceededError, NotFoundError
 
 from conftest import REPLAY_TABLE_TOML, SAFETY, Background, ServerProcess

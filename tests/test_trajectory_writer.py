@@ -699,7 +699,7 @@ def test_pending_items_keep_chunks_after_their_rows_leave_the_window(serve):
 def test_the_writer_keeps_only_the_chunks_its_references_reach(serve):
     _, client = serve(queue())
     # The tables' store in process, the remote clients' own over gRPC.
-    store = client._transport._store
+    store = client._transport.one_server()._store
     writer = client.trajectory_writer(5, max_chunk_length=2)
     refs = [writer.append({"x": np.float32(i)})["x"] for i in range(12)]
 

@@ -55,10 +55,10 @@ def serve(request: pytest.FixtureRequest) -> Iterator[Serve]:
         servers.append(server)
         if request.param == "embedded":
             client = resound.TFClient(f"localhost:{server.port}")
-            assert isinstance(client._client._transport, EmbeddedTransport)
+            assert isinstance(client._client._transport.one_server(), EmbeddedTransport)
         else:
             client = resound.TFClient(f"127.0.0.1:{server.port}", transport="grpc")
-            assert isinstance(client._client._transport, RemoteTransport)
+            assert isinstance(client._client._transport.one_server(), RemoteTransport)
         return server.in_process_client(), client
 
     yield make

@@ -32,7 +32,7 @@ import grpc
 import numpy as np
 
 from resound import _proto
-from resound._transport.remote import CHANNEL_OPTIONS
+from resound._wire.channel_options import CHANNEL_OPTIONS
 
 P = _proto
 

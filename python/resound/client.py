@@ -28,28 +28,27 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from resound import _batch_assembly, _codec, _core, nest
+from resound import _batch_assembly, nest
 from resound._checks import as_priority, check_count, check_timeout
+from resound._samples import sample_generator
+from resound._transport import factory
 from resound._transport.targets import parse_target
 from resound.batch_iterator import BatchFiller, BatchIterator
-from resound.errors import DeadlineExceededError
 from resound.legacy_writer import Writer, check_writer_arguments
-from resound.replay_sample import ReplaySample, SampleInfo
+from resound.replay_sample import ReplaySample
 from resound.tls import ClientTls
 from resound.trajectory_writer import TrajectoryWriter, _as_array, _random_source
 
 if TYPE_CHECKING:
-    from resound._transport.server_set import ServerSet
-    from resound.server import Server
+    from resound._table_host import TableHost
+    from resound._transport.protocol import Take, Transport
     from resound.structured_writer import Config, StructuredWriter
     from resound.table_info import TableInfo
 
@@ -90,8 +89,18 @@ class Client:
         failover: bool = True,
         tls: ClientTls | None = None,
     ) -> None:
+        self._init(server_address, transport, failover, tls, None)
+
+    def _init(
+        self,
+        server_address: str | Sequence[str],
+        transport: str,
+        failover: bool,
+        tls: ClientTls | None,
+        turn: int | None,
+    ) -> None:
         target = parse_target(server_address)
-        if transport not in ("auto", "grpc"):
+        if transport not in factory.KINDS:
             raise ValueError(f"transport must be 'auto' or 'grpc', got {transport!r}")
         if not isinstance(failover, bool):
             raise ValueError(f"failover must be True or False, got {failover!r}")
@@ -99,29 +108,23 @@ class Client:
             raise ValueError(f"tls must be a resound.tls.ClientTls or None, got {tls!r}")
         self._tls = tls
         self._address = target.text
-        self._transport_obj: Any = None
         self._transport_kind = transport
         self._failover = failover
         self._random = _random_source()
-        self._servers: ServerSet | None = None
-        if target.several:
-            from resound._transport.server_set import ServerSet
-
-            self._servers = ServerSet(target, transport, failover, tls)
+        # How every call reaches the tables (resound._transport.factory).
+        self._transport: Transport = factory.transport_for(
+            target, transport, failover=failover, tls=tls, turn=turn
+        )
 
     @classmethod
-    def _in_process(cls, server: Server) -> Client:
-        from resound._transport.embedded import EmbeddedTransport
-
-        address = f"localhost:{server.port}" if server.port is not None else "in-process"
+    def _in_process(cls, server: TableHost) -> Client:
         client = cls.__new__(cls)
-        client._address = address
-        client._transport_obj = EmbeddedTransport(server)
+        client._transport = factory.in_process_transport(server)
+        client._address = client._transport.addresses[0]
         client._transport_kind = "auto"
         client._failover = True
         client._tls = None
         client._random = _random_source()
-        client._servers = None
         return client
 
     @property
@@ -132,57 +135,20 @@ class Client:
     @property
     def server_addresses(self) -> list[str]:
         """Each server's ``'host:port'`` (a ``dns:`` target resolved now)."""
-        if self._servers is None:
-            return [self._address]
-        return self._servers.addresses
+        return self._transport.addresses
 
     def __del__(self) -> None:
         # The stream behind insert() has a thread of its own, which would
         # otherwise outlive the client (writers have streams of their own).
-        close = getattr(getattr(self, "_transport_obj", None), "close_client_stream", None)
-        if close is not None:
+        transport = getattr(self, "_transport", None)  # None if __init__ raised
+        if transport is not None:
             with contextlib.suppress(Exception):  # the interpreter may be shutting down
-                close()
-
-    @property
-    def _transport(self) -> Any:
-        from resound._transport.embedded import EmbeddedTransport
-        from resound._transport.remote import RemoteTransport
-
-        transport = self._transport_obj
-        if type(transport) is RemoteTransport:
-            if self._transport_kind == "grpc":
-                return transport
-            from resound.server import find_local_server
-
-            # A server of this process may have started at the address since.
-            server = find_local_server(self._address)
-            if server is None:
-                return transport
-            transport.close()
-            transport = self._transport_obj = EmbeddedTransport(server)
-            return transport
-        # A stopped server may have been replaced by a new one at the same
-        # address (as a remote client would reconnect); else its calls raise
-        # CancelledError.
-        if transport is None or not transport.server.running:
-            from resound.server import find_local_server
-
-            server = None
-            if self._transport_kind == "auto":
-                server = find_local_server(self._address)
-            if server is None:
-                if transport is not None:
-                    return transport
-                transport = self._transport_obj = RemoteTransport(self._address, self._tls)
-                return transport
-            transport = self._transport_obj = EmbeddedTransport(server)
-        return transport
+                transport.close_client_stream()
 
     def __reduce__(self) -> tuple[Any, ...]:
         if self._address == "in-process":
             raise TypeError("an in-process client of an embedded server cannot be pickled")
-        turn = None if self._servers is None else self._servers.turn_for_copy()
+        turn = self._transport.turn_for_copy()
         return (_client, (self._address, self._transport_kind, self._failover, turn, self._tls))
 
     def __repr__(self) -> str:
@@ -204,12 +170,8 @@ class Client:
         if not isinstance(priorities, Mapping):
             raise ValueError(f"priorities must be a dict {{table: priority}}, got {priorities!r}")
         timeout = check_timeout(timeout)
-        if self._servers is not None:
-            # All of one call goes to one server, the servers in turn.
-            member = self._servers.member_for(priorities, timeout)
-            member.client.insert(data, priorities, timeout=timeout)
-            return
-        transport = self._transport
+        # All of one call goes to one server (with several, the servers in turn).
+        transport = self._transport.one_server(priorities, timeout)
         for table, priority in priorities.items():
             meta = transport.table_info_for_writer(table, timeout)
             _check_priority(priority, meta.prioritized, table)
@@ -255,13 +217,9 @@ class Client:
           compression: ``'none'`` or ``'lz4'``.
           delta_encoded: store integer columns as row differences.
         """
-        if self._servers is not None:
-            # A writer's items and chunks go to one server (the servers in turn).
-            transport = self._servers.transport(self._servers.next_member())
-        else:
-            transport = self._transport
         return TrajectoryWriter(
-            transport,
+            # A writer's items and chunks go to one server (the servers in turn).
+            self._transport.one_server(),
             num_keep_alive_refs,
             validate_items=validate_items,
             max_chunk_length=max_chunk_length,
@@ -341,21 +299,14 @@ class Client:
         timeout = check_timeout(timeout)
         take = self._taker(table, flexible=True)
         signature = self._signature(table) if unpack_as_table_signature else None
-        return _sample_generator(take, num_samples, emit_timesteps, signature, timeout)
+        return sample_generator(take, num_samples, emit_timesteps, signature, timeout)
 
-    def _taker(self, table: str, flexible: bool = False) -> Any:
+    def _taker(self, table: str, flexible: bool = False) -> Take:
         """``take(count, deadline, cancelled)``: sample batches from ``table``
-        holding ``count`` samples (see _take), from one server or several;
-        ``flexible``: as many as the rate limiters give at once (at least one)."""
-        if self._servers is not None:
-            return functools.partial(self._servers.take, table, flexible=flexible)
-        if flexible:
-            return functools.partial(_take_flexible, self._transport, table)
-        return functools.partial(_take, self._transport, table)
+        (see ``Transport.taker``), from one server or several."""
+        return self._transport.taker(table, flexible=flexible)
 
     def _signature(self, table: str) -> Any:
-        if self._servers is not None:
-            return self._servers.any_transport(lambda transport: transport.signature(table))
         return self._transport.signature(table)
 
     def sample_batch(
@@ -472,42 +423,15 @@ class Client:
         (by this client, among its last 65,536 samples), other keys to every
         server; a server that is away is skipped.
         """
-        if self._servers is not None:
-            self._mutate_on_servers(table, updates, deletes)
-            return
         self._transport.mutate_priorities(table, _as_updates(updates), deletes)
 
     def update_priorities(self, table: str, updates: Mapping[int, float] | tuple[Any, Any]) -> None:
         """``mutate_priorities(table, updates=updates)``."""
         self.mutate_priorities(table, updates)
 
-    def _mutate_on_servers(self, table: str, updates: Any, deletes: Iterable[int] | None) -> None:
-        from resound._transport.remote import update_arrays
-
-        assert self._servers is not None
-        listed_keys, listed_priorities = update_arrays(_as_updates(updates))
-        keys = np.asarray(listed_keys, np.uint64)
-        priorities = np.asarray(listed_priorities, np.float64)
-        meta = self._servers.any_transport(lambda t: t.table_info_for_writer(table))
-        # Checked here, before any server applies anything: all or nothing.
-        bad = ~np.isfinite(priorities)
-        if meta.prioritized:
-            bad |= priorities < 0
-        if bad.any():
-            index = int(np.argmax(bad))
-            allowed = "finite and >= 0 (Prioritized selector)" if meta.prioritized else "finite"
-            raise ValueError(
-                f"updates: the priority of key {int(keys[index])} for table {table!r} must be "
-                f"{allowed}, got {priorities[index]}; nothing was changed"
-            )
-        self._servers.mutate_priorities(table, keys, priorities, deletes or ())
-
     def reset(self, table: str) -> None:
         """Removes every item of ``table`` and zeroes its rate limiter
         counters (on every server; ConnectionError names any not reached)."""
-        if self._servers is not None:
-            self._servers.on_every_server(lambda t: t.reset(table), f"Reset of {table!r}")
-            return
         self._transport.reset(table)
 
     def server_info(self, timeout: int | None = None) -> dict[str, TableInfo]:
@@ -515,8 +439,6 @@ class Client:
         several servers, each table summed over those that answer (sizes,
         counts, bytes, rate limiter calls); see ``server_infos`` for each."""
         timeout = check_timeout(timeout)
-        if self._servers is not None:
-            return self._servers.server_info(timeout)
         return self._transport.server_info(timeout)
 
     def server_infos(self, timeout: int | None = None) -> dict[str, dict[str, TableInfo]]:
@@ -528,9 +450,7 @@ class Client:
             ...     print(address, tables['replay'].current_size)
         """
         timeout = check_timeout(timeout)
-        if self._servers is not None:
-            return self._servers.server_infos(timeout)
-        return {self._address: self._transport.server_info(timeout)}
+        return self._transport.server_infos(timeout)
 
     def checkpoint(self) -> str | dict[str, str]:
         """Has the server write a checkpoint of all its tables (see
@@ -541,10 +461,6 @@ class Client:
         With several servers, each writes one: the directories by address
         (ConnectionError naming any server not reached).
         """
-        if self._servers is not None:
-            return self._servers.on_every_server(
-                lambda t: t.checkpoint(), "Checkpoint", wait_for_one=False
-            )
         return self._transport.checkpoint()
 
 
@@ -590,122 +506,6 @@ def _check_priority(priority: Any, prioritized: bool, table: str) -> float:
     return value
 
 
-# While a caller may cancel, the rate limiter is waited for in slices this long.
-_CANCEL_CHECK_SECONDS = 0.1
-
-
-def _sample_generator(
-    take: Any,
-    num_samples: int,
-    emit_timesteps: bool,
-    signature: Any,
-    timeout: float | None,
-) -> Iterator[Any]:
-    remaining = num_samples
-    while remaining > 0:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        for batch in take(min(remaining, _core.MAX_SAMPLES_PER_CALL), deadline, None):
-            remaining -= len(batch)
-            infos = _infos(batch)
-            stacked = _batch_assembly.stack_columns(batch)
-            if stacked is not None:
-                stacked = _codec.strings_as_objects(stacked)
-            decoded: dict[int, np.ndarray] = {}  # each chunk decoded once per batch
-            for index, info in enumerate(infos):
-                item = None
-                if stacked is not None:
-                    columns = [column[index, ...] for column in stacked]
-                else:
-                    item = batch[index]
-                    columns = _codec.strings_as_objects(
-                        _codec.gather_item(item.trajectory, item.chunks, decoded)
-                    )
-                if emit_timesteps:
-                    item = batch[index] if item is None else item
-                    squeezed = [squeeze for _, squeeze in item.trajectory]
-                    yield _timesteps(info, columns, squeezed, signature)
-                else:
-                    yield ReplaySample(info, _batch_assembly.pack(signature, columns))
-
-
-def _take_flexible(
-    transport: Any, table: str, count: int, deadline: float | None, cancelled: None
-) -> list[Any]:
-    del cancelled
-    wait = None if deadline is None else max(0.0, deadline - time.monotonic())
-    return [transport.sample(table, count, wait)]
-
-
-def _take(
-    transport: Any,
-    table: str,
-    count: int,
-    deadline: float | None,
-    cancelled: threading.Event | None,
-) -> list[Any]:
-    """Core sample batches holding ``count`` samples in all, fewer if the
-    deadline passes after the first sample or ``cancelled`` is set."""
-    parts: list[Any] = []
-    taken = 0
-    while taken < count:
-        wait = None if deadline is None else max(0.0, deadline - time.monotonic())
-        if cancelled is not None:
-            if cancelled.is_set():
-                break
-            wait = _CANCEL_CHECK_SECONDS if wait is None else min(wait, _CANCEL_CHECK_SECONDS)
-        try:
-            part = transport.sample(table, min(count - taken, _core.MAX_SAMPLES_PER_CALL), wait)
-        except DeadlineExceededError:
-            if deadline is not None and time.monotonic() >= deadline:
-                if not parts:
-                    raise
-                break
-            continue  # only a cancellation check slice ended
-        parts.append(part)
-        taken += len(part)
-    return parts
-
-
-def _infos(batch: Any) -> list[SampleInfo]:
-    return [
-        SampleInfo(*fields)
-        for fields in zip(
-            batch.keys.tolist(),
-            batch.probabilities.tolist(),
-            batch.table_sizes.tolist(),
-            batch.priorities.tolist(),
-            batch.times_sampled.tolist(),
-            strict=False,
-        )
-    ]
-
-
-def _timesteps(
-    info: SampleInfo, columns: list[np.ndarray], squeezed: list[bool], signature: Any
-) -> list[ReplaySample]:
-    """One sample per timestep. A squeezed column (one step without its time
-    axis) counts as one step, as in Reverb, and is given whole."""
-    lengths = {
-        1 if squeeze else len(column) for column, squeeze in zip(columns, squeezed, strict=True)
-    }
-    if len(lengths) != 1:
-        raise ValueError("Can't split non timestep trajectory into timesteps.")
-    (length,) = lengths
-    return [
-        ReplaySample(
-            info,
-            _batch_assembly.pack(
-                signature,
-                [
-                    column if squeeze else column[t, ...]
-                    for column, squeeze in zip(columns, squeezed, strict=True)
-                ],
-            ),
-        )
-        for t in range(length)
-    ]
-
-
 def _client(
     address: str,
     transport: str,
@@ -714,7 +514,6 @@ def _client(
     tls: ClientTls | None = None,
 ) -> Client:
     # Unpickling: keyword arguments cannot travel in __reduce__'s args.
-    client = Client(address, transport=transport, failover=failover, tls=tls)
-    if turn is not None and client._servers is not None:
-        client._servers.start_turns_at(turn)
+    client = Client.__new__(Client)
+    client._init(address, transport, failover, tls, turn)
     return client

@@ -23,56 +23,35 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import socket
 import threading
-import weakref
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from resound._service.call_limits import (
     DEFAULT_MAX_OPEN_CALLS,
     DEFAULT_MAX_OPEN_CALLS_PER_CONNECTION,
+    CallLimits,
 )
 from resound._service.response_budget import (
     DEFAULT_MAX_INFLIGHT_BYTES,
     DEFAULT_MAX_INFLIGHT_BYTES_PER_CONNECTION,
+    ResponseBudget,
 )
-from resound._transport import MAX_MESSAGE_BYTES
+from resound._transport import local_servers
 from resound._transport.malloc_thresholds import keep_message_buffers_warm
+from resound._wire.channel_options import CHANNEL_OPTIONS, MAX_MESSAGE_BYTES
 from resound.checkpointers import CheckpointerBase, default_checkpointer
+from resound.client import Client
+from resound.errors import NotFoundError
 from resound.table import Table
 from resound.tls import ServerTls
 
-if TYPE_CHECKING:
-    from resound.client import Client
+__all__ = ["Server"]
 
-__all__ = ["Server", "find_local_server"]
-
-_LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0", "[::]", "")
 # The smallest max_message_bytes: twice what a writer packs into a message.
 _SMALLEST_MESSAGE_LIMIT = 64 << 20
-_servers_by_port: weakref.WeakValueDictionary[int, Server] = weakref.WeakValueDictionary()
-_registry_lock = threading.Lock()
-
-
-def find_local_server(address: str) -> Server | None:
-    """The running server of this process that ``address`` names, if any."""
-    target = address
-    for prefix in ("dns:///", "ipv4:", "ipv6:"):
-        if target.startswith(prefix):
-            target = target[len(prefix) :]
-    host, _, port = target.rpartition(":")
-    if host not in _LOCAL_HOSTS and host != socket.gethostname():
-        return None
-    try:
-        number = int(port)
-    except ValueError:
-        return None
-    with _registry_lock:
-        server = _servers_by_port.get(number)
-    return server if server is not None and server.running else None
-
-
+# Guards the installation of the exit hook.
+_exit_hook_lock = threading.Lock()
 _STOP_GRACE_SECONDS = 1.0
 
 
@@ -81,16 +60,14 @@ def _stop_listening_servers() -> None:
     # worker threads (the server's checkpoint workers among them): open
     # calls still get their CANCELLED answer, and the serving loop ends
     # while the interpreter is whole rather than dying with its daemon thread.
-    with _registry_lock:
-        servers = list(_servers_by_port.values())
-    for server in servers:
+    for server in local_servers.listening_servers():
         with contextlib.suppress(Exception):
             server.stop()
 
 
 def _stop_servers_at_exit() -> None:
     global _exit_hook_installed
-    with _registry_lock:
+    with _exit_hook_lock:
         if _exit_hook_installed:
             return
         _exit_hook_installed = True
@@ -252,17 +229,15 @@ class Server:
         self._serving: Any = None  # the ServingLoop of a listening server
         if listen:
             self._port = self._serve(host, 0 if port is None else port)
-            with _registry_lock:
-                _servers_by_port[self._port] = self
+            local_servers.register(self._port, self)
 
     def _serve(self, host: str, port: int) -> int:
         keep_message_buffers_warm()
 
-        from resound._service.call_limits import CallLimits
-        from resound._service.response_budget import ResponseBudget
+        # Imported here, by a server that listens: the servicer and its
+        # serving loop import grpc (an embedded server never loads it).
         from resound._service.servicer import ReplayServicer
         from resound._service.serving_loop import ServingLoop
-        from resound._transport.remote import CHANNEL_OPTIONS
 
         limits = CallLimits(self._max_open_calls, self._max_open_calls_per_connection)
         budget = ResponseBudget(self._max_inflight_bytes, self._max_inflight_bytes_per_connection)
@@ -317,8 +292,6 @@ class Server:
 
     def table(self, name: str) -> Table:
         """The hosted table called ``name``; NotFoundError if there is none."""
-        from resound.errors import NotFoundError
-
         try:
             return self._tables[name]
         except KeyError:
@@ -339,14 +312,10 @@ class Server:
 
     def in_process_client(self) -> Client:
         """A client that calls this server's tables directly (no socket)."""
-        from resound.client import Client
-
         return Client._in_process(self)
 
     def localhost_client(self) -> Client:
         """A client for this server; in-process, since it shares this process."""
-        from resound.client import Client
-
         if self._port is None:
             return self.in_process_client()
         return Client(f"localhost:{self._port}")
@@ -366,9 +335,7 @@ class Server:
             # answers go out; calls still running after it are cut off.
             self._serving.stop(grace=_STOP_GRACE_SECONDS)
         if self._port is not None:
-            with _registry_lock:
-                if _servers_by_port.get(self._port) is self:
-                    del _servers_by_port[self._port]
+            local_servers.unregister(self._port, self)
 
     def wait(self) -> None:
         """Blocks until :meth:`stop` is called (Ctrl-C raises KeyboardInterrupt

@@ -1,3 +1,6 @@
-"""The gRPC service: what goes on the wire (``wire``), the server side
-(``servicer``, ``grpc_server``). The client side is
-``resound._transport.remote``."""
+"""The server side of the gRPC service: ``servicer`` (requests in, core calls
+out), ``serving_loop`` (the grpc.aio server), ``table_waits``,
+``call_limits``, ``response_budget``, ``peer_tally``. It serves a
+``resound._table_host.TableHost`` (what ``resound.Server`` is to it) and
+shares the wire (messages, status codes, channel options) with the client
+side through resound._wire, never importing resound._transport."""

@@ -26,16 +26,16 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from resound import _core, _proto
-from resound._service import wire
 from resound._service.call_limits import CallLimits
 from resound._service.response_budget import ResponseBudget
 from resound._service.table_waits import TableWaits
-from resound._transport.waiting import finite_timeout
+from resound._wire import message_codec as wire
+from resound._wire.timeouts import finite_timeout
 from resound.errors import CancelledError, DeadlineExceededError, NotFoundError
 from resound.table import shared_chunk_store
 
 if TYPE_CHECKING:
-    from resound.server import Server
+    from resound._table_host import TableHost
 
 __all__ = ["ReplayServicer"]
 
@@ -132,11 +132,11 @@ def _status_message(message: str, echoed: Iterable[str] = ()) -> str:
 
 
 class ReplayServicer:
-    """Serves one Server's tables; ``handler()`` plugs it into a grpc.aio
-    server, whose loop runs every handler. ``stop()`` (on the loop) ends the
-    calls still running."""
+    """Serves the tables of one host (a ``resound.Server``); ``handler()``
+    plugs it into a grpc.aio server, whose loop runs every handler.
+    ``stop()`` (on the loop) ends the calls still running."""
 
-    def __init__(self, server: Server, limits: CallLimits, budget: ResponseBudget) -> None:
+    def __init__(self, server: TableHost, limits: CallLimits, budget: ResponseBudget) -> None:
         self._server = server
         self._limits = limits
         self._budget = budget

@@ -1,8 +1,4 @@
 """How a Client reaches tables. Every transport offers the same methods
 (see ``embedded.EmbeddedTransport``); the Client API is written once on top.
+What goes on the wire is resound._wire's, shared with the server.
 """
-
-# The largest message either end reads, by default: messages may carry many
-# large chunks. (Here, not in remote.py: the Server checks its argument
-# against it without importing grpc.)
-MAX_MESSAGE_BYTES = 1 << 30

@@ -7,22 +7,22 @@ objects. The GIL is released inside every core call that waits or copies.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from resound import _core
+from resound._transport.one_server import OneServerTransport
+from resound._transport.protocol import TableMeta
 from resound.errors import DeadlineExceededError
 from resound.table import shared_chunk_store
 from resound.table_info import TableInfo
 
 if TYPE_CHECKING:
-    from resound.server import Server
-    from resound.specs import TensorSpec
+    from resound._table_host import TableHost
     from resound.table import Table
 
-__all__ = ["EmbeddedTransport", "TableMeta"]
+__all__ = ["EmbeddedTransport"]
 
 # Long waits for a rate limiter happen in slices this long: the core waits
 # without the GIL, and Python only handles signals (Ctrl-C) between calls.
@@ -35,28 +35,19 @@ def _slice(deadline: float | None) -> float:
     return min(_WAIT_SLICE_SECONDS, max(0.0, deadline - time.monotonic()))
 
 
-@dataclasses.dataclass(frozen=True)
-class TableMeta:
-    """What writers check before creating an item for a table."""
+class EmbeddedTransport(OneServerTransport):
+    """Calls the tables of a server in this process (a ServerTransport, and
+    its writers' InsertLink: see resound._transport.protocol).
 
-    name: str
-    prioritized: bool
-    signature: Any
-    flat_signature: list[TensorSpec] | None
-    # insert_batch(requests, timeout) inserts (key, priority, trajectory)
-    # triples, waiting at most `timeout` (<= 0.1 s) seconds for the rate
-    # limiter; it is the table's own core call, for writers' hot path.
-    insert_batch: Any
-    # insert_one(key, priority, chunk_key, offset, length, squeeze, timeout):
-    # insert_batch of one item of one column of one slice, without the lists.
-    insert_one: Any
+    ``address`` is the one its client was given (``'in-process'`` for a
+    server that does not listen).
+    """
 
-
-class EmbeddedTransport:
-    """Calls the tables of a Server in this process."""
-
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: TableHost, address: str | None = None) -> None:
         self._server = server
+        if address is None:
+            address = "in-process" if server.port is None else f"localhost:{server.port}"
+        self.address = address
         self._store = shared_chunk_store()
         # add_chunk(key, payload, dtype, shape, num_steps, compression="none",
         #           delta_encoded=False, episode_id=0, start_step=0, end_step=None)
@@ -65,10 +56,12 @@ class EmbeddedTransport:
         self.add_chunk = self._store.add
         # get_chunk(key) -> the live chunk's handle (KeyError if gone).
         self.get_chunk = self._store.get
+        # The core tables' insert calls by table name (the writers' hot path).
         self._inserts: dict[str, Any] = {}
+        self._inserts_one: dict[str, Any] = {}
 
-    # --- the insert-stream face (see remote.InsertStream): in-process inserts
-    # are done when insert() returns, so nothing is ever in flight.
+    # --- the InsertLink face (see insert_stream.InsertStream): in-process
+    # inserts are done when insert() returns, so nothing is ever in flight.
 
     in_flight = 0
     error = None
@@ -93,7 +86,7 @@ class EmbeddedTransport:
         return _core.ColumnChunker(self._store, dtype, shape, max_chunk_length, keep_alive)
 
     @property
-    def server(self) -> Server:
+    def server(self) -> TableHost:
         return self._server
 
     def _table(self, name: str) -> Table:
@@ -102,15 +95,7 @@ class EmbeddedTransport:
     def table_info_for_writer(self, name: str, timeout: float | None = None) -> TableMeta:
         del timeout  # the server is here: nothing to wait for
         table = self._table(name)
-        core = table._core
-        return TableMeta(
-            name,
-            table._prioritized,
-            table.signature,
-            table._flat_signature,
-            core.insert_batch,
-            core.insert_one,
-        )
+        return TableMeta(name, table._prioritized, table.signature, table._flat_signature)
 
     def insert(self, table: str, requests: list[Any], timeout: float | None) -> int:
         """Inserts (key, priority, trajectory) triples in order; returns how
@@ -130,6 +115,24 @@ class EmbeddedTransport:
                 if deadline is not None and time.monotonic() >= deadline:
                     error.num_inserted = done
                     raise
+
+    def insert_one(
+        self,
+        table: str,
+        key: int,
+        priority: float,
+        chunk_key: int,
+        offset: int,
+        length: int,
+        squeeze: bool,
+        timeout: float | None,
+    ) -> int:
+        """``insert`` of one item of one column of one slice: the core
+        table's own call (writers pass ``timeout`` 0, at most a wait slice)."""
+        insert = self._inserts_one.get(table)
+        if insert is None:
+            insert = self._inserts_one[table] = self._table(table)._core.insert_one
+        return insert(key, priority, chunk_key, offset, length, squeeze, timeout)
 
     def sample(self, table: str, num_samples: int, timeout: float | None) -> Any:
         sample = self._table(table)._core.sample

@@ -29,7 +29,7 @@ import grpc
 from resound import _core
 from resound._transport.insert_stream import _MAX_BYTES_PER_MESSAGE, _MAX_ITEMS_PER_MESSAGE
 from resound._transport.outbox_call import OutboxCall
-from resound._transport.rpc_errors import error_from_rpc, means_unreachable
+from resound._wire.status import error_from_rpc, means_unreachable
 from resound.errors import CancelledError
 
 if TYPE_CHECKING:

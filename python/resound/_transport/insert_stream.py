@@ -9,8 +9,6 @@ stored twice), on the same server or, with failover, on another.
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -20,9 +18,9 @@ import grpc
 import numpy as np
 
 from resound import _core
-from resound._transport.embedded import TableMeta
-from resound._transport.rpc_errors import TRANSIENT, error_from_rpc, means_unreachable
+from resound._transport.protocol import TableMeta
 from resound._transport.waiting import WAIT_SLICE_SECONDS
+from resound._wire.status import TRANSIENT, error_from_rpc, means_unreachable
 from resound.errors import CancelledError, DeadlineExceededError
 
 if TYPE_CHECKING:
@@ -42,7 +40,8 @@ _BACKOFF_START, _BACKOFF_MAX = 0.05, 2.0
 
 
 class InsertStream:
-    """One insert stream to the server: items (and the chunks they use) are
+    """One insert stream to the server (a writer's InsertLink, see
+    resound._transport.protocol): items (and the chunks they use) are
     queued by ``submit`` and sent in batches by gRPC's request thread;
     ``wait`` blocks until the server confirmed all but ``keep`` of them.
 
@@ -106,11 +105,7 @@ class InsertStream:
             if not self._move_to_another_server():
                 raise (self._error or error) from None
             meta = self._transport.table_info_for_writer(name)
-        return dataclasses.replace(
-            meta,
-            insert_batch=functools.partial(self.insert, name),
-            insert_one=functools.partial(self.insert_one, name),
-        )
+        return meta
 
     def insert(self, table: str, requests: list[Any], timeout: float | None) -> int:
         del timeout  # accepted at once; the server applies the rate limiter
@@ -128,7 +123,8 @@ class InsertStream:
         squeeze: bool,
         timeout: float | None,
     ) -> int:
-        """``insert`` of one item of one column of one slice (see TableMeta)."""
+        """``insert`` of one item of one column of one slice (see
+        protocol.InsertLink)."""
         del timeout  # accepted at once; the server applies the rate limiter
         with self._mutex:
             self._wait_for_room_locked()

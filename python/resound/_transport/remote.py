@@ -29,33 +29,29 @@ import grpc
 import numpy as np
 
 from resound import _core, _proto, specs
-from resound._service import wire
-from resound._transport import MAX_MESSAGE_BYTES
-from resound._transport.embedded import TableMeta
 from resound._transport.insert_call import InsertCall
 from resound._transport.insert_stream import InsertStream
 from resound._transport.malloc_thresholds import keep_message_buffers_warm
+from resound._transport.one_server import OneServerTransport
 from resound._transport.outbox_call import OutboxCall
-from resound._transport.rpc_errors import error_from_rpc, means_unreachable
+from resound._transport.protocol import TableMeta
 from resound._transport.sample_stream import RemoteSampleBatch, SampleStream
 from resound._transport.waiting import (
     WAIT_SLICE_SECONDS,
     Outage,
     deadline_after,
-    finite_timeout,
     remaining,
 )
+from resound._wire import message_codec
+from resound._wire.channel_options import CHANNEL_OPTIONS
+from resound._wire.status import error_from_rpc, means_unreachable
+from resound._wire.timeouts import finite_timeout
 from resound.errors import DeadlineExceededError, NotFoundError
 from resound.table_info import TableInfo
 from resound.tls import ClientTls
 
-__all__ = ["CHANNEL_OPTIONS", "RemoteTransport", "client_chunk_store", "update_arrays"]
+__all__ = ["RemoteTransport", "client_chunk_store", "update_arrays"]
 
-# Channel options of both ends.
-CHANNEL_OPTIONS = [
-    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-]
 # A client's channel tries a lost server again at least this often (gRPC's
 # default backs off to 2 minutes), so a restarted server is found soon.
 _CLIENT_CHANNEL_OPTIONS = [
@@ -83,8 +79,9 @@ def client_chunk_store() -> _core.ChunkStore:
     return _CLIENT_CHUNK_STORE
 
 
-class RemoteTransport:
-    """Calls the tables of a server at ``address`` over gRPC."""
+class RemoteTransport(OneServerTransport):
+    """Calls the tables of a server at ``address`` over gRPC (a
+    ServerTransport: see resound._transport.protocol)."""
 
     def __init__(self, address: str, tls: ClientTls | None = None) -> None:
         self._address = address
@@ -214,8 +211,6 @@ class RemoteTransport:
             info.sampler_options.WhichOneof("distribution") == "prioritized",
             info.signature,
             None if info.signature is None else specs.flat_signature(info.signature),
-            None,
-            None,
         )
 
     def insert(self, table: str, requests: list[Any], timeout: float | None) -> int:
@@ -419,7 +414,7 @@ class RemoteTransport:
 
     def server_info(self, timeout: float | None) -> dict[str, TableInfo]:
         response = self._unary(self._info_call, _proto.ServerInfoRequest(), "ServerInfo", timeout)
-        infos = {m.name: wire.table_info_from_message(m) for m in response.tables}
+        infos = {m.name: message_codec.table_info_from_message(m) for m in response.tables}
         with self._infos_lock:
             self._infos = dict(infos)
         return infos

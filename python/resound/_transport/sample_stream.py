@@ -21,8 +21,9 @@ import numpy as np
 
 from resound import _core, _proto
 from resound._transport.outbox_call import OutboxCall
-from resound._transport.rpc_errors import error_from_rpc, means_unreachable
-from resound._transport.waiting import deadline_after, finite_timeout
+from resound._transport.waiting import deadline_after
+from resound._wire.status import error_from_rpc, means_unreachable
+from resound._wire.timeouts import finite_timeout
 from resound.errors import DeadlineExceededError
 
 if TYPE_CHECKING:

@@ -1,4 +1,5 @@
-"""The servers behind a Client of several (scale-out).
+"""The servers behind a Client of several (scale-out): ``ServerSet``, the
+Transport (resound._transport.protocol) over one transport per server.
 
 Each server is an independent resound server with the same tables; the
 client spreads its work over them:
@@ -45,19 +46,23 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from resound import _core
-from resound._transport.remote import RemoteTransport
+from resound._transport.remote import RemoteTransport, update_arrays
 from resound._transport.targets import Target, resolve_name
 from resound._transport.waiting import Outage, deadline_after, remaining
 from resound._transport.worker_pool import WorkerPool
 from resound.errors import CancelledError, DeadlineExceededError
 from resound.table_info import TableInfo, combined
-from resound.tls import ClientTls
+
+if TYPE_CHECKING:
+    from resound._transport.factory import AddressTransport
+    from resound._transport.protocol import ServerTransport, TableMeta, Take
+    from resound._transport.sample_stream import SampleStream
 
 __all__ = ["Member", "ServerSet"]
 
@@ -99,13 +104,12 @@ def _call_weakly(method: weakref.WeakMethod, *args: Any) -> Any:
 
 
 class Member:
-    """One server of the set: its address, its one-server Client, its health."""
+    """One server of the set: its address, its transport, its health."""
 
-    def __init__(self, address: str, transport_kind: str, tls: ClientTls | None) -> None:
-        from resound.client import Client
-
+    def __init__(self, address: str, transport: AddressTransport) -> None:
         self.address = address
-        self.client = Client(address, transport=transport_kind, tls=tls)
+        # Embedded or gRPC, chosen at each use as for a client of one server.
+        self.connection = transport
         self.failures = 0
         self.down_until = 0.0
         # Tables whose last sample request here found nothing to give, and when.
@@ -116,21 +120,24 @@ class Member:
 
 
 class ServerSet:
-    """Spreads a Client's calls over the servers of ``target``."""
+    """Spreads a Client's calls over the servers of ``target``; each
+    server's transport is ``member_transport(address)``."""
 
     def __init__(
-        self, target: Target, transport_kind: str, failover: bool, tls: ClientTls | None = None
+        self,
+        target: Target,
+        member_transport: Callable[[str], AddressTransport],
+        failover: bool,
     ) -> None:
         self._target = target
-        self._transport_kind = transport_kind
-        self._tls = tls
+        self._member_transport = member_transport
         self._failover = failover
         self._lock = threading.Lock()
         self._members: list[Member] = []
         self._resolved_at = -math.inf
         self._resolve_soon = False
         if target.addresses is not None:
-            self._members = [Member(a, transport_kind, tls) for a in target.addresses]
+            self._members = [Member(a, member_transport(a)) for a in target.addresses]
         # Turns start at random: clients in many processes (each unpickling
         # its own copy) then spread their writers instead of all starting
         # with the first server.
@@ -152,6 +159,11 @@ class ServerSet:
                 self._resolve_soon and since >= _RESOLVE_AFTER_FAILURE_SECONDS
             ):
                 self._resolve(*dns_name)
+        with self._lock:
+            return list(self._members)
+
+    def members_known(self) -> list[Member]:
+        """Every server found so far, without resolving a dns: target again."""
         with self._lock:
             return list(self._members)
 
@@ -192,12 +204,12 @@ class ServerSet:
         with self._lock:
             known = {m.address: m for m in self._members}
             self._members = [
-                known.get(a) or Member(a, self._transport_kind, self._tls) for a in addresses
+                known.get(a) or Member(a, self._member_transport(a)) for a in addresses
             ]
 
-    def transport(self, member: Member) -> Any:
+    def transport(self, member: Member) -> ServerTransport:
         """The member's transport, with writer failover when configured."""
-        transport = member.client._transport
+        transport = member.connection.chosen()
         if isinstance(transport, RemoteTransport) and transport.failover is None:
             # A member that is not there fails at once, and is left out; the
             # set waits only while every member is unreachable.
@@ -221,6 +233,17 @@ class ServerSet:
 
     def start_turns_at(self, turn: int) -> None:
         self._writer_turn = itertools.count(turn)
+
+    def one_server(
+        self, tables: Iterable[str] = (), timeout: float | None = None
+    ) -> ServerTransport:
+        """The transport of the next server in turn, for a new writer
+        (``tables`` empty: the next live one) or an insert call (the next
+        that answers with the options of ``tables``; see ``member_for``)."""
+        tables = list(tables)
+        if not tables:
+            return self.transport(self.next_member())
+        return self.transport(self.member_for(tables, timeout))
 
     def member_for(self, tables: Iterable[str], timeout: float | None = None) -> Member:
         """The next server (in turn) that answers with the options of
@@ -248,7 +271,7 @@ class ServerSet:
         away (None if no other is live); marks the failed server down."""
         others = []
         for member in self.members():
-            if member.client._transport_obj is failed:
+            if member.connection.current is failed:
                 self.mark_down(member)
             else:
                 others.append(member)
@@ -267,7 +290,7 @@ class ServerSet:
         """Without failover: a writer whose server went away raises at once
         (the others' writers carry on; new writers go to live servers)."""
         for member in self.members():
-            if member.client._transport_obj is failed:
+            if member.connection.current is failed:
                 self.mark_down(member)
         raise ConnectionError(
             f"Insert: the server at {failed.address} went away (the client has failover=False)"
@@ -341,6 +364,22 @@ class ServerSet:
         return outage
 
     # --- sampling
+
+    def taker(self, table: str, *, flexible: bool = False) -> Take:
+        return functools.partial(self.take, table, flexible=flexible)
+
+    def open_sample_stream(self, table: str) -> SampleStream | None:
+        del table  # requests spread over the servers: see take
+        return None
+
+    def signature(self, table: str) -> Any:
+        return self.any_transport(lambda transport: transport.signature(table))
+
+    def table_info_for_writer(self, name: str, timeout: float | None = None) -> TableMeta:
+        """The options of table ``name`` (every server has the same), from
+        the first that answers; waits for one while none does."""
+        del timeout  # waits for a server as long as it takes (any_transport)
+        return self.any_transport(lambda transport: transport.table_info_for_writer(name))
 
     def take(
         self,
@@ -506,8 +545,35 @@ class ServerSet:
     # --- managing
 
     def mutate_priorities(
+        self,
+        table: str,
+        updates: Mapping[int, float] | Iterable[tuple[int, float]] | tuple[Any, Any] | None,
+        deletes: Iterable[int] | None,
+    ) -> tuple[int, int]:
+        """Checks every priority first (all or nothing: ValueError before any
+        server applies anything), then routes each update and delete to the
+        server its key was sampled from, and those of unknown keys to every
+        server; a server that is away is skipped. Returns (updated, deleted)
+        summed over the servers (each key is held by one)."""
+        listed_keys, listed_priorities = update_arrays(updates)
+        keys = np.asarray(listed_keys, np.uint64)
+        priorities = np.asarray(listed_priorities, np.float64)
+        meta = self.table_info_for_writer(table)
+        bad = ~np.isfinite(priorities)
+        if meta.prioritized:
+            bad |= priorities < 0
+        if bad.any():
+            index = int(np.argmax(bad))
+            allowed = "finite and >= 0 (Prioritized selector)" if meta.prioritized else "finite"
+            raise ValueError(
+                f"updates: the priority of key {int(keys[index])} for table {table!r} must be "
+                f"{allowed}, got {priorities[index]}; nothing was changed"
+            )
+        return self._route_mutations(table, keys, priorities, deletes or ())
+
+    def _route_mutations(
         self, table: str, keys: np.ndarray, priorities: np.ndarray, deletes: Iterable[int]
-    ) -> None:
+    ) -> tuple[int, int]:
         """Routes each update and delete to the server its key was sampled
         from, and those of unknown keys to every server."""
         delete_keys = [int(k) for k in deletes]
@@ -535,9 +601,30 @@ class ServerSet:
 
         # A server that is not there has nothing to update (its items are
         # gone, or come back from its checkpoint with their saved priorities).
+        updated = deleted = 0
         for _, outcome in self.call_each(involved, mutate):
-            if isinstance(outcome, BaseException) and not isinstance(outcome, _GONE):
-                raise outcome
+            if isinstance(outcome, BaseException):
+                if not isinstance(outcome, _GONE):
+                    raise outcome
+                continue
+            updated += outcome[0]
+            deleted += outcome[1]
+        return updated, deleted
+
+    def reset(self, table: str) -> None:
+        """Resets ``table`` on every server (ConnectionError names any not reached)."""
+        self.on_every_server(lambda t: t.reset(table), f"Reset of {table!r}")
+
+    def checkpoint(self) -> dict[str, str]:
+        """Has every server write a checkpoint: the directories by address
+        (ConnectionError at once, naming any server not reached)."""
+        return self.on_every_server(lambda t: t.checkpoint(), "Checkpoint", wait_for_one=False)
+
+    def close_client_stream(self) -> None:
+        """Ends each server's streams of its client's own calls (see
+        protocol.Transport)."""
+        for member in self.members_known():
+            member.connection.close_client_stream()
 
     def server_infos(self, timeout: float | None) -> dict[str, dict[str, TableInfo]]:
         """Every answering server's tables by name, by address; while none

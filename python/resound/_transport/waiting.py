@@ -13,12 +13,9 @@ warn next. Every call waiting on that server shares it, so a stream of
 short waits (such as a prefetching sampler's slices) still warns once per
 period, and any call that gets through ends it.
 
-Timeouts longer than ``FOREVER_SECONDS`` (a year), ``float('inf')``
-included, mean "wait forever", as they do in the core (deadline.cc): no
-caller can tell the two apart, and gRPC cannot take them (its deadlines are
-int64 nanoseconds since the epoch, which overflow from about 7e9 s on; the
-call then fails at once with DEADLINE_EXCEEDED). ``finite_timeout`` maps
-them to None; every gRPC deadline passes through it.
+Timeouts longer than a year mean "wait forever" (see
+resound._wire.timeouts, which both ends of the wire share); every gRPC
+deadline passes through its ``finite_timeout``.
 
 ``WARNING_PERIOD_SECONDS`` is a module constant, read when an outage starts;
 tests shorten it with ``monkeypatch.setattr(waiting, 'WARNING_PERIOD_SECONDS', 0.05)``.
@@ -36,15 +33,14 @@ import logging
 import threading
 import time
 
+from resound._wire.timeouts import finite_timeout
 from resound.errors import DeadlineExceededError
 
 __all__ = [
-    "FOREVER_SECONDS",
     "WAIT_SLICE_SECONDS",
     "WARNING_PERIOD_SECONDS",
     "Outage",
     "deadline_after",
-    "finite_timeout",
     "remaining",
 ]
 
@@ -54,27 +50,12 @@ WARNING_PERIOD_SECONDS = 10.0
 # a closed stream is noticed.
 WAIT_SLICE_SECONDS = 0.1
 
-# Timeouts longer than this (seconds) wait forever (see the module doc); the
-# core's rule too (Deadline::AfterSeconds).
-FOREVER_SECONDS = 365.0 * 24 * 3600
-
 _LOGGER = logging.getLogger("resound")
-
-
-def finite_timeout(timeout: float | None) -> float | None:
-    """``timeout``, or None (wait forever) if it is None or longer than
-    FOREVER_SECONDS (``inf`` included): what a gRPC call may be given.
-
-    Example:
-        >>> finite_timeout(2.5), finite_timeout(float('inf')), finite_timeout(1e10)
-        (2.5, None, None)
-    """
-    return None if timeout is None or timeout > FOREVER_SECONDS else timeout
 
 
 def deadline_after(timeout: float | None) -> float | None:
     """The time.monotonic() ``timeout`` seconds from now (None: never, also
-    for timeouts longer than FOREVER_SECONDS)."""
+    for timeouts longer than a year)."""
     timeout = finite_timeout(timeout)
     return None if timeout is None else time.monotonic() + timeout
 

@@ -298,10 +298,8 @@ def _request_starter(
     the function that receives them as core sample batches, in the order
     started; ``parallel``: whether started requests proceed before they are
     received (gRPC); ``stop`` ends what ``start`` opened."""
-    transport = None if client._servers is not None else client._transport
-    open_stream = getattr(transport, "open_sample_stream", None)
-    if open_stream is not None:  # one server over gRPC: requests run ahead on one stream
-        stream = open_stream(table)
+    stream = client._transport.open_sample_stream(table)
+    if stream is not None:  # one server over gRPC: requests run ahead on one stream
 
         def start(count: int, wait: float) -> Callable[[], list[Any]]:
             receive = stream.start(count, wait)

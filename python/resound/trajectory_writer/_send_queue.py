@@ -19,7 +19,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from resound._checks import check_timeout
-from resound._transport.waiting import finite_timeout
+from resound._wire.timeouts import finite_timeout
 from resound.errors import DeadlineExceededError
 from resound.trajectory_writer._slices import _all_complete
 

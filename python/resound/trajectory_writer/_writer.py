@@ -216,15 +216,15 @@ class TrajectoryWriter(_StepAppender, _SendQueue, _ItemChecks):
             # The common case: nothing waits and no sender thread runs, so
             # this thread may insert right away, without queueing.
             try:
-                if meta is None:
-                    self._link.insert(table, [(key, priority, columns)], 0.0)
-                elif len(columns) == 1 and len(columns[0][0]) == 1:
-                    # One column of one slice: the core call without the
-                    # nested lists (the most common item of all).
+                if len(columns) == 1 and len(columns[0][0]) == 1:
+                    # One column of one slice: the call without the nested
+                    # lists (the most common item of all).
                     (chunk_key, offset, length), squeeze = columns[0][0][0], columns[0][1]
-                    meta.insert_one(key, priority, chunk_key, offset, length, squeeze, 0.0)
+                    self._link.insert_one(
+                        table, key, priority, chunk_key, offset, length, squeeze, 0.0
+                    )
                 else:
-                    meta.insert_batch([(key, priority, columns)], 0.0)
+                    self._link.insert(table, [(key, priority, columns)], 0.0)
                 return
             except DeadlineExceededError:
                 pass  # rate limited: queue it; the sender thread takes over

@@ -1,0 +1,112 @@
+"""What every transport to one server does alike (embedded, gRPC, and any
+to come): ``OneServerTransport``, their shared base.
+
+A client of one server has no turns to take and no other server to choose:
+``one_server`` is the transport itself, ``server_infos`` its one server's.
+Sampling a number of samples is a loop of ``sample`` calls (``_take``), each
+waiting for the rate limiter in slices while a caller may cancel.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from resound import _core
+from resound.errors import DeadlineExceededError
+
+if TYPE_CHECKING:
+    from resound._transport.protocol import Take
+    from resound._transport.sample_stream import SampleStream
+    from resound.table_info import TableInfo
+
+__all__ = ["OneServerTransport"]
+
+# While a caller may cancel, the rate limiter is waited for in slices this long.
+_CANCEL_CHECK_SECONDS = 0.1
+
+
+class OneServerTransport:
+    """The shared part of one server's transports (see the module doc).
+    Subclasses provide ``address``, ``sample`` and ``server_info``."""
+
+    address: str
+
+    def sample(self, table: str, num_samples: int, timeout: float | None) -> Any:
+        raise NotImplementedError
+
+    def server_info(self, timeout: float | None) -> dict[str, TableInfo]:
+        raise NotImplementedError
+
+    @property
+    def addresses(self) -> list[str]:
+        return [self.address]
+
+    def one_server(
+        self, tables: Iterable[str] = (), timeout: float | None = None
+    ) -> OneServerTransport:
+        del tables, timeout  # one server: nothing to choose, nobody to wait for
+        return self
+
+    def taker(self, table: str, *, flexible: bool = False) -> Take:
+        if flexible:
+            return functools.partial(_take_flexible, self, table)
+        return functools.partial(_take, self, table)
+
+    def open_sample_stream(self, table: str) -> SampleStream | None:
+        del table
+        return None
+
+    def server_infos(self, timeout: float | None) -> dict[str, dict[str, TableInfo]]:
+        return {self.address: self.server_info(timeout)}
+
+    def turn_for_copy(self) -> int | None:
+        return None
+
+    def close_client_stream(self) -> None:
+        pass
+
+
+def _take_flexible(
+    transport: OneServerTransport,
+    table: str,
+    count: int,
+    deadline: float | None,
+    cancelled: threading.Event | None,
+) -> list[Any]:
+    del cancelled
+    wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+    return [transport.sample(table, count, wait)]
+
+
+def _take(
+    transport: OneServerTransport,
+    table: str,
+    count: int,
+    deadline: float | None,
+    cancelled: threading.Event | None,
+) -> list[Any]:
+    """Core sample batches holding ``count`` samples in all, fewer if the
+    deadline passes after the first sample or ``cancelled`` is set."""
+    parts: list[Any] = []
+    taken = 0
+    while taken < count:
+        wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+        if cancelled is not None:
+            if cancelled.is_set():
+                break
+            wait = _CANCEL_CHECK_SECONDS if wait is None else min(wait, _CANCEL_CHECK_SECONDS)
+        try:
+            part = transport.sample(table, min(count - taken, _core.MAX_SAMPLES_PER_CALL), wait)
+        except DeadlineExceededError:
+            if deadline is not None and time.monotonic() >= deadline:
+                if not parts:
+                    raise
+                break
+            continue  # only a cancellation check slice ended
+        parts.append(part)
+        taken += len(part)
+    return parts
