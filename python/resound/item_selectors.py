@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 from typing import Any
 
 from resound import _core
@@ -56,11 +57,12 @@ class ItemSelector:
     def __eq__(self, other: Any) -> bool:
         if type(other) is type(self):
             return other._options == self._options
-        from resound import table_info
-
-        if isinstance(other, table_info.KeyDistributionOptions):
-            # TableInfo reports selectors as Reverb's options messages.
-            return table_info.key_distribution_options(self) == other
+        # TableInfo reports selectors as Reverb's options messages: equal to
+        # the selector they describe. (No message exists before protobuf,
+        # and with it resound._proto, is loaded: nothing to import for that.)
+        messages = sys.modules.get("resound._proto")
+        if messages is not None and isinstance(other, messages.KeyDistributionOptions):
+            return options_message(self._options) == other
         return False
 
     def __hash__(self) -> int:
@@ -177,3 +179,24 @@ def from_options(options: _core.SelectorOptions) -> ItemSelector:
     if kind in ("min_heap", "max_heap"):
         return HeapSelector(min_heap=kind == "min_heap")
     raise ValueError(f"unknown selector kind {kind!r}")
+
+
+def options_message(options: _core.SelectorOptions) -> Any:
+    """The ``KeyDistributionOptions`` message (Reverb's) describing a
+    selector's core options (see resound.table_info.key_distribution_options)."""
+    # Imported here, on first use: the message needs protobuf, which
+    # `import resound` does not load.
+    from resound import _proto
+
+    kind = options.kind
+    message = _proto.KeyDistributionOptions(is_deterministic=options.is_deterministic)
+    if kind == "prioritized":
+        message.prioritized.priority_exponent = options.priority_exponent
+    elif kind in ("min_heap", "max_heap"):
+        message.heap.min_heap = kind == "min_heap"
+        message.heap.SetInParent()  # set even when min_heap is False (the default)
+    elif kind in ("fifo", "lifo", "uniform"):
+        setattr(message, kind, True)
+    else:
+        raise ValueError(f"unknown selector kind {kind!r}")
+    return message

@@ -10,6 +10,10 @@ limiter's ``delete_stats``, the chunk count, the bytes the table's items
 hold and its ``max_bytes``. An options message compares equal to the
 selector it describes (``info.sampler_options == selectors.Fifo()``).
 
+The message classes come from resound._proto, which needs protobuf: they
+are imported when first needed (a TableInfo built, a message name read from
+this module), so that ``import resound`` loads no protobuf.
+
 Example:
     >>> import resound
     >>> table = resound.Table.queue('q', max_size=10)
@@ -23,25 +27,45 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import types
 from typing import Any
 
-from resound import _core, _proto, item_selectors
+from resound import _core, item_selectors
 
 __all__ = [
-    "KeyDistributionOptions",
-    "RateLimiterCallStats",
-    "RateLimiterInfo",
+    "KeyDistributionOptions",  # noqa: F822 - a message class, from __getattr__
+    "RateLimiterCallStats",  # noqa: F822 - a message class, from __getattr__
+    "RateLimiterInfo",  # noqa: F822 - a message class, from __getattr__
     "TableInfo",
-    "TableWorkerTime",
+    "TableWorkerTime",  # noqa: F822 - a message class, from __getattr__
     "combined",
     "key_distribution_options",
     "selector_from_options",
 ]
 
-KeyDistributionOptions = _proto.KeyDistributionOptions
-RateLimiterCallStats = _proto.RateLimiterCallStats
-RateLimiterInfo = _proto.RateLimiterInfo
-TableWorkerTime = _proto.TableWorkerTime
+_MESSAGE_NAMES = (
+    "KeyDistributionOptions",
+    "RateLimiterCallStats",
+    "RateLimiterInfo",
+    "TableWorkerTime",
+)
+
+
+def _messages() -> types.ModuleType:
+    # Imported here, on first use: the messages need protobuf, which
+    # `import resound` does not load.
+    from resound import _proto
+
+    return _proto
+
+
+def __getattr__(name: str) -> Any:
+    # The message classes as this module's names (Reverb's types), imported
+    # when first read.
+    if name in _MESSAGE_NAMES:
+        value = globals()[name] = getattr(_messages(), name)
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def key_distribution_options(
@@ -58,18 +82,7 @@ def key_distribution_options(
         False
     """
     options = selector.options if isinstance(selector, item_selectors.ItemSelector) else selector
-    kind = options.kind
-    message = KeyDistributionOptions(is_deterministic=options.is_deterministic)
-    if kind == "prioritized":
-        message.prioritized.priority_exponent = options.priority_exponent
-    elif kind in ("min_heap", "max_heap"):
-        message.heap.min_heap = kind == "min_heap"
-        message.heap.SetInParent()  # set even when min_heap is False (the default)
-    elif kind in ("fifo", "lifo", "uniform"):
-        setattr(message, kind, True)
-    else:
-        raise ValueError(f"unknown selector kind {kind!r}")
-    return message
+    return item_selectors.options_message(options)
 
 
 def selector_from_options(options: Any) -> item_selectors.ItemSelector:
@@ -80,6 +93,7 @@ def selector_from_options(options: Any) -> item_selectors.ItemSelector:
         >>> selector_from_options(KeyDistributionOptions(lifo=True))
         LifoSelector
     """
+    KeyDistributionOptions = _messages().KeyDistributionOptions  # noqa: N806 - the class
     if isinstance(options, (bytes, bytearray, memoryview)):
         try:
             options = KeyDistributionOptions.FromString(bytes(options))
@@ -107,7 +121,11 @@ def selector_from_options(options: Any) -> item_selectors.ItemSelector:
 
 
 def _calls(completed: int) -> Any:
-    return RateLimiterCallStats(completed=int(completed))
+    return _messages().RateLimiterCallStats(completed=int(completed))
+
+
+def _table_worker_time() -> Any:
+    return _messages().TableWorkerTime()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,7 +141,7 @@ class TableInfo:
     num_episodes: int
     num_deleted_episodes: int
     num_unique_samples: int
-    table_worker_time: Any = dataclasses.field(default_factory=TableWorkerTime)
+    table_worker_time: Any = dataclasses.field(default_factory=_table_worker_time)
     num_chunks: int = 0
     memory_bytes: int = 0
     max_bytes: int | None = None  # beyond Reverb: the table's memory bound, if any
@@ -138,7 +156,7 @@ class TableInfo:
             remover_options=key_distribution_options(info.remover),
             max_size=info.max_size,
             max_times_sampled=info.max_times_sampled,
-            rate_limiter_info=RateLimiterInfo(
+            rate_limiter_info=_messages().RateLimiterInfo(
                 samples_per_insert=limiter["samples_per_insert"],
                 min_diff=limiter["min_diff"],
                 max_diff=limiter["max_diff"],
@@ -176,7 +194,7 @@ def combined(infos: list[TableInfo]) -> TableInfo:
     def total(field: str) -> int:
         return sum(getattr(info, field) for info in infos)
 
-    limiter = RateLimiterInfo()
+    limiter = _messages().RateLimiterInfo()
     limiter.CopyFrom(first.rate_limiter_info)
     for field in ("insert_stats", "sample_stats", "delete_stats"):
         getattr(limiter, field).completed = sum(
