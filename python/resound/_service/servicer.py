@@ -30,8 +30,9 @@ from resound._service.call_limits import CallLimits
 from resound._service.response_budget import ResponseBudget
 from resound._service.table_waits import TableWaits
 from resound._wire import message_codec as wire
+from resound._wire import status
 from resound._wire.timeouts import finite_timeout
-from resound.errors import CancelledError, DeadlineExceededError, NotFoundError
+from resound.errors import DeadlineExceededError, NotFoundError
 from resound.table import shared_chunk_store
 
 if TYPE_CHECKING:
@@ -94,15 +95,7 @@ def _status_of(error: BaseException) -> tuple[grpc.StatusCode, str]:
 def _code_of(error: BaseException) -> tuple[grpc.StatusCode, str]:
     if isinstance(error, _StatusError):
         return error.code, str(error)
-    if isinstance(error, NotFoundError):
-        return grpc.StatusCode.NOT_FOUND, str(error)
-    if isinstance(error, DeadlineExceededError):
-        return grpc.StatusCode.DEADLINE_EXCEEDED, str(error)
-    if isinstance(error, CancelledError):
-        return grpc.StatusCode.CANCELLED, str(error)
-    if isinstance(error, (ValueError, TypeError, OverflowError)):
-        return grpc.StatusCode.INVALID_ARGUMENT, str(error)
-    return grpc.StatusCode.INTERNAL, f"{type(error).__name__}: {error}"
+    return status.status_of(error)
 
 
 def _status_message(message: str, echoed: Iterable[str] = ()) -> str:

@@ -1,5 +1,9 @@
-"""What a failed gRPC call means to a client: wait for the server, or raise
-the resound exception of its status code.
+"""Status codes and resound's exceptions, both ways, for both ends: what a
+failed gRPC call means to a client (wait for the server, or raise the
+exception of its status code: ``error_from_rpc``, ``means_unreachable``),
+and which status a server's call ends with after an exception
+(``status_of``). The two tables below agree, so that an error crosses the
+wire as the same exception.
 
 Example:
     >>> import grpc
@@ -21,7 +25,7 @@ from resound.errors import (
     ResourceExhaustedError,
 )
 
-__all__ = ["TRANSIENT", "error_from_rpc", "means_unreachable"]
+__all__ = ["TRANSIENT", "error_from_rpc", "means_unreachable", "status_of"]
 
 # Status codes that mean "the connection or server went away": retried.
 TRANSIENT = (grpc.StatusCode.UNAVAILABLE,)
@@ -62,3 +66,22 @@ def error_from_rpc(error: grpc.RpcError, what: str) -> Exception:
         return RuntimeError(f"{message} ({code})")
     exception, names_the_call = _EXCEPTIONS[code]
     return exception(message if names_the_call else details)
+
+
+def status_of(error: BaseException) -> tuple[grpc.StatusCode, str]:
+    """The status (code, message) a server's call ends with after ``error``
+    (the exception its client then raises: see error_from_rpc).
+
+    Example:
+        >>> status_of(NotFoundError("no table 'replay'"))[0].name
+        'NOT_FOUND'
+    """
+    if isinstance(error, NotFoundError):
+        return grpc.StatusCode.NOT_FOUND, str(error)
+    if isinstance(error, DeadlineExceededError):
+        return grpc.StatusCode.DEADLINE_EXCEEDED, str(error)
+    if isinstance(error, CancelledError):
+        return grpc.StatusCode.CANCELLED, str(error)
+    if isinstance(error, (ValueError, TypeError, OverflowError)):
+        return grpc.StatusCode.INVALID_ARGUMENT, str(error)
+    return grpc.StatusCode.INTERNAL, f"{type(error).__name__}: {error}"
