@@ -3,10 +3,13 @@ the argument and what is allowed."""
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Any
 
-__all__ = ["as_priority", "check_count", "check_timeout"]
+import numpy as np
+
+__all__ = ["as_priority", "as_updates", "check_count", "check_priority", "check_timeout"]
 
 
 def check_count(value: Any, name: str) -> int:
@@ -41,3 +44,44 @@ def as_priority(value: Any, name: str = "priority") -> float:
         return float(value)
     except (TypeError, ValueError):  # e.g. an array of more than one element
         raise ValueError(f"{name} must be a number, got {value!r}") from None
+
+
+def as_updates(updates: Any) -> Any:
+    """A (keys, priorities) pair of arrays as two numpy arrays; other forms
+    (dict, pairs) unchanged. Keys must come as an array (numpy, torch, JAX):
+    a tuple of two Python (key, priority) pairs stays a list of pairs."""
+    if (
+        isinstance(updates, tuple)
+        and len(updates) == 2
+        and hasattr(updates[0], "__array__")
+        and np.ndim(updates[0]) == 1
+    ):
+        keys = np.asarray(updates[0])
+        if keys.dtype.kind not in "iu":
+            raise ValueError(f"updates keys must be integers, got an array of {keys.dtype}")
+        try:
+            priorities = np.asarray(updates[1], dtype=np.float64)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"updates priorities must be numbers: {error}") from None
+        if priorities.ndim != 1 or len(priorities) != len(keys):
+            raise ValueError(
+                f"updates (keys, priorities) must have equal lengths, got {len(keys)} keys and "
+                f"priorities of shape {priorities.shape}"
+            )
+        if keys.dtype.kind == "i" and len(keys) and keys.min() < 0:
+            raise ValueError("updates keys must be >= 0")
+        return (keys.astype(np.uint64, copy=False), priorities)
+    return updates
+
+
+def check_priority(priority: Any, prioritized: bool, table: str) -> float:
+    """A priority for an item of ``table``: finite, and >= 0 if the table
+    is ``prioritized``."""
+    value = as_priority(priority, f"priority for table {table!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"priority for table {table!r} must be finite, got {value}")
+    if prioritized and value < 0:
+        raise ValueError(
+            f"priority for table {table!r} must be >= 0 (Prioritized selector), got {value}"
+        )
+    return value

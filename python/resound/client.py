@@ -28,7 +28,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -36,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from resound import _batch_assembly, nest
-from resound._checks import as_priority, check_count, check_timeout
+from resound._checks import as_updates, check_count, check_priority, check_timeout
 from resound._samples import sample_generator
 from resound._transport import factory
 from resound._transport.targets import parse_target
@@ -174,7 +173,7 @@ class Client:
         transport = self._transport.one_server(priorities, timeout)
         for table, priority in priorities.items():
             meta = transport.table_info_for_writer(table, timeout)
-            _check_priority(priority, meta.prioritized, table)
+            check_priority(priority, meta.prioritized, table)
         leaves = nest.flatten(data)
         if not leaves:
             raise ValueError("data must hold at least one value")
@@ -423,7 +422,7 @@ class Client:
         (by this client, among its last 65,536 samples), other keys to every
         server; a server that is away is skipped.
         """
-        self._transport.mutate_priorities(table, _as_updates(updates), deletes)
+        self._transport.mutate_priorities(table, as_updates(updates), deletes)
 
     def update_priorities(self, table: str, updates: Mapping[int, float] | tuple[Any, Any]) -> None:
         """``mutate_priorities(table, updates=updates)``."""
@@ -462,48 +461,6 @@ class Client:
         (ConnectionError naming any server not reached).
         """
         return self._transport.checkpoint()
-
-
-# --- helpers
-
-
-def _as_updates(updates: Any) -> Any:
-    """A (keys, priorities) pair of arrays as two numpy arrays; other forms
-    (dict, pairs) unchanged. Keys must come as an array (numpy, torch, JAX):
-    a tuple of two Python (key, priority) pairs stays a list of pairs."""
-    if (
-        isinstance(updates, tuple)
-        and len(updates) == 2
-        and hasattr(updates[0], "__array__")
-        and np.ndim(updates[0]) == 1
-    ):
-        keys = np.asarray(updates[0])
-        if keys.dtype.kind not in "iu":
-            raise ValueError(f"updates keys must be integers, got an array of {keys.dtype}")
-        try:
-            priorities = np.asarray(updates[1], dtype=np.float64)
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"updates priorities must be numbers: {error}") from None
-        if priorities.ndim != 1 or len(priorities) != len(keys):
-            raise ValueError(
-                f"updates (keys, priorities) must have equal lengths, got {len(keys)} keys and "
-                f"priorities of shape {priorities.shape}"
-            )
-        if keys.dtype.kind == "i" and len(keys) and keys.min() < 0:
-            raise ValueError("updates keys must be >= 0")
-        return (keys.astype(np.uint64, copy=False), priorities)
-    return updates
-
-
-def _check_priority(priority: Any, prioritized: bool, table: str) -> float:
-    value = as_priority(priority, f"priority for table {table!r}")
-    if not math.isfinite(value):
-        raise ValueError(f"priority for table {table!r} must be finite, got {value}")
-    if prioritized and value < 0:
-        raise ValueError(
-            f"priority for table {table!r} must be >= 0 (Prioritized selector), got {value}"
-        )
-    return value
 
 
 def _client(
