@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from resound.datasets._frameworks import import_tensorflow
+from resound._frameworks import import_tensorflow
 
 __all__ = ["ReplaySample", "SampleInfo"]
 

@@ -45,8 +45,8 @@ from typing import Any
 import numpy as np
 
 from resound import nest
+from resound._frameworks import import_jax
 from resound.client import Client
-from resound.datasets._frameworks import import_jax
 from resound.errors import DeadlineExceededError
 from resound.replay_sample import ReplaySample
 

@@ -46,8 +46,8 @@ from typing import Any
 
 import numpy as np
 
+from resound._frameworks import import_tensorflow
 from resound.datasets._batch_source import MAX_SAMPLES_PER_FETCH, ColumnSpec, ReplayBatchSource
-from resound.datasets._frameworks import import_tensorflow
 from resound.replay_sample import ReplaySample, SampleInfo
 
 __all__ = ["TimestepDataset", "TrajectoryDataset"]

@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from resound import nest
-from resound.datasets._frameworks import import_tensorflow
+from resound._frameworks import import_tensorflow
 from resound.errors import (
     CancelledError,
     DeadlineExceededError,

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from resound import nest
-from resound.datasets._frameworks import import_tensorflow
+from resound._frameworks import import_tensorflow
 from resound.datasets.tf_client import not_converted
 from resound.structured_writer import ConditionProto, Config, StructuredWriter, validate_configs
 

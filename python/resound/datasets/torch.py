@@ -56,8 +56,8 @@ import numpy as np
 
 from resound import nest
 from resound._checks import check_count, check_timeout
+from resound._frameworks import import_torch
 from resound.client import Client
-from resound.datasets._frameworks import import_torch
 from resound.errors import DeadlineExceededError
 from resound.replay_sample import ReplaySample, SampleInfo
 
