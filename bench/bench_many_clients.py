@@ -11,7 +11,10 @@ when ``import reverb`` works here (busy clients only: the crowd speaks
 resound's protocol).
 
 Targets (issue 15): every client makes progress; aggregate throughput at 512
-clients no lower than at 8.
+clients no lower than at 8. Beside them, bare grpcio with the same threads and
+processes (no application work: two 4 KB stream round trips per turn against
+a grpc.aio echo server, bench/_bare_grpcio.py): how Python gRPC itself scales
+from 8 to 512 clients on this machine.
 
 Usage: python bench/bench_many_clients.py [--quick] [--no-reverb] [--seconds S]
 """
@@ -28,6 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from _bare_grpcio import grpc_crowd
 from _common import cpu_seconds, fmt_rate, print_table
 
 CLIENTS = (1, 8, 64, 256, 512)
@@ -231,6 +235,17 @@ def main() -> None:
          "server_info p50 / p99 ms", "server RSS MB", "server CPU us/op"],
         rows,
     )  # fmt: skip
+    bare = {count: grpc_crowd(count, min(count, MAX_PROCESSES), seconds) for count in clients}
+    print_table(
+        "bare grpcio, the same client threads and processes (4 KB stream round trips)",
+        ["clients", "round trips/s"],
+        [[str(count), fmt_rate(rate)] for count, rate in bare.items()],
+    )
+    if 8 in bare and clients[-1] > 8:
+        print(
+            f"bare grpcio: throughput at {clients[-1]} clients is "
+            f"{bare[clients[-1]] / bare[8]:.2f}x that at 8"
+        )
     for lib in libs:
         for idle in idle_calls if lib == "resound" else (0,):
             low, high = results.get((lib, 8, idle)), results.get((lib, clients[-1], idle))
