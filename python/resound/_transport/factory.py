@@ -83,6 +83,7 @@ class AddressTransport:
         self._kind = kind
         self._tls = tls
         self._current = current
+        self._looked_at = -1  # local_servers.generation() when last looked (see chosen)
 
     @property
     def current(self) -> ServerTransport | None:
@@ -96,9 +97,14 @@ class AddressTransport:
         if transport is not None and not isinstance(transport, EmbeddedTransport):
             if self._kind == "grpc":
                 return transport
-            # A server of this process may have started at the address since.
+            # A server of this process may have started at the address since
+            # (looked for again only after a server registered).
+            generation = local_servers.generation()
+            if generation == self._looked_at:
+                return transport
             server = local_servers.find_local_server(self._address)
             if server is None:
+                self._looked_at = generation
                 return transport
             transport.close()
             transport = self._current = EmbeddedTransport(server, self._address)

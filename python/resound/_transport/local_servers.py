@@ -16,17 +16,27 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from resound._table_host import TableHost
 
-__all__ = ["find_local_server", "listening_servers", "register", "unregister"]
+__all__ = ["find_local_server", "generation", "listening_servers", "register", "unregister"]
 
 _LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0", "[::]", "")
 _servers_by_port: weakref.WeakValueDictionary[int, TableHost] = weakref.WeakValueDictionary()
 _registry_lock = threading.Lock()
+_generation = 0  # counts registrations: see generation()
+
+
+def generation() -> int:
+    """A number that changes whenever a server registers: a client that
+    found no server of this process at its address need not look again
+    until it does."""
+    return _generation
 
 
 def register(port: int, server: TableHost) -> None:
     """``server`` listens on ``port`` from now on."""
+    global _generation
     with _registry_lock:
         _servers_by_port[port] = server
+        _generation += 1
 
 
 def unregister(port: int, server: TableHost) -> None:

@@ -147,6 +147,7 @@ class RemoteTransport(OneServerTransport):
         self._idle_sample_streams: dict[str, list[SampleStream]] = {}
         self._idle_insert_calls: list[InsertCall] = []
         self._idle_mutate_calls: list[OutboxCall] = []
+        self._metas: dict[str, tuple[TableInfo, TableMeta]] = {}  # see table_info_for_writer
         self._client_stream: InsertStream | None = None
         self._closed = False
         # failover(this transport) -> another server's transport, or None: set
@@ -206,12 +207,18 @@ class RemoteTransport(OneServerTransport):
 
     def table_info_for_writer(self, name: str, timeout: float | None = None) -> TableMeta:
         info = self._info(name, timeout)
-        return TableMeta(
+        # Built once per TableInfo received (client.insert asks at every call).
+        cached = self._metas.get(name)
+        if cached is not None and cached[0] is info:
+            return cached[1]
+        meta = TableMeta(
             name,
             info.sampler_options.WhichOneof("distribution") == "prioritized",
             info.signature,
             None if info.signature is None else specs.flat_signature(info.signature),
         )
+        self._metas[name] = (info, meta)
+        return meta
 
     def insert(self, table: str, requests: list[Any], timeout: float | None) -> int:
         """Inserts (key, priority, trajectory) triples and waits (at most
