@@ -5,6 +5,7 @@ recovery, within the caller's timeout, with nothing confirmed lost."""
 
 from __future__ import annotations
 
+import logging
 import signal
 import subprocess
 import sys
@@ -17,8 +18,17 @@ import pytest
 
 import resound
 from resound import checkpointers
+from resound._transport import waiting
+from resound._wire import channel_options
 
-from conftest import REPLAY_TABLE_TOML, SAFETY, ServerProcess, server_command, wait_until
+from conftest import (
+    REPLAY_TABLE_TOML,
+    SAFETY,
+    Background,
+    ServerProcess,
+    server_command,
+    wait_until,
+)
 
 SERVING = r"serving 1 table\(s\) on 127\.0\.0\.1:(\d+)"
 
@@ -121,6 +131,47 @@ SAMPLER_PROCESS = textwrap.dedent(
     client.sample_batch("empty", 10)  # blocks: the table stays empty
     """
 )
+
+
+class _Noticed(logging.Handler):
+    """Set by the ``resound`` logger's first warning that waits for a server."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.seen = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "waiting for the server" in record.getMessage():
+            self.seen.set()
+
+
+def test_a_server_that_stops_answering_is_noticed_and_waited_for(config, monkeypatch) -> None:
+    # A hung server (here stopped with SIGSTOP) keeps its connections open
+    # and answers nothing. Keepalive pings (shortened here) notice it: the
+    # sampler's call ends as on a lost connection, and the sampler says that
+    # it waits for the server instead of waiting silently forever; it gets
+    # its sample once the server answers again.
+    monkeypatch.setattr(channel_options, "KEEPALIVE_MS", 300)
+    monkeypatch.setattr(channel_options, "KEEPALIVE_TIMEOUT_MS", 300)
+    monkeypatch.setattr(waiting, "WARNING_PERIOD_SECONDS", 0.05)
+    noticed = _Noticed()
+    logging.getLogger("resound").addHandler(noticed)
+    served = ServerProcess(config)
+    try:
+        client = resound.Client(f"127.0.0.1:{served_port(served)}", transport="grpc")
+        client.insert([np.float32(7.0)], priorities={"replay": 1.0})
+        client.sample_batch("replay", 1, timeout=SAFETY)  # its stream stays open
+        served.process.send_signal(signal.SIGSTOP)
+        try:
+            sampled = Background(client.sample_batch, "replay", 1)  # no timeout
+            assert noticed.seen.wait(SAFETY), "the sampler never noticed the hung server"
+            assert not sampled.done()
+        finally:
+            served.process.send_signal(signal.SIGCONT)
+        assert sampled.join().value().data[0].ravel().tolist() == [7.0]
+    finally:
+        logging.getLogger("resound").removeHandler(noticed)
+        served.stop()
 
 
 def test_client_processes_killed_mid_stream_leave_the_server_whole() -> None:

@@ -39,7 +39,7 @@ from resound._service.response_budget import (
 )
 from resound._transport import local_servers
 from resound._transport.malloc_thresholds import keep_message_buffers_warm
-from resound._wire.channel_options import CHANNEL_OPTIONS, MAX_MESSAGE_BYTES
+from resound._wire.channel_options import CHANNEL_OPTIONS, MAX_MESSAGE_BYTES, server_keepalive
 from resound.checkpointers import CheckpointerBase, default_checkpointer
 from resound.client import Client
 from resound.errors import NotFoundError
@@ -246,6 +246,7 @@ class Server:
             [
                 *(o for o in CHANNEL_OPTIONS if o[0] != "grpc.max_receive_message_length"),
                 ("grpc.max_receive_message_length", self._max_message_bytes),
+                *server_keepalive(),
                 # A port another server holds is an error, not a shared port.
                 ("grpc.so_reuseport", 0),
             ],

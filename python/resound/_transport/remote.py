@@ -43,7 +43,7 @@ from resound._transport.waiting import (
     remaining,
 )
 from resound._wire import message_codec
-from resound._wire.channel_options import CHANNEL_OPTIONS
+from resound._wire.channel_options import CHANNEL_OPTIONS, client_keepalive
 from resound._wire.status import error_from_rpc, means_unreachable
 from resound._wire.timeouts import finite_timeout
 from resound.errors import DeadlineExceededError, NotFoundError
@@ -89,6 +89,7 @@ class RemoteTransport(OneServerTransport):
         options = [
             *CHANNEL_OPTIONS,
             *_CLIENT_CHANNEL_OPTIONS,
+            *client_keepalive(),
             # A subchannel of its own: gRPC otherwise shares connections per
             # address across channels, and one that failed against an earlier
             # server on the same port would fail this client too (backoff).
