@@ -28,6 +28,7 @@ _TABLE = "replay"
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m resound", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"resound {resound.__version__}")
     parser.add_argument("--seconds", type=float, default=5.0, help="how long to run (default 5)")
     parser.add_argument("--actors", type=int, default=2, help="actor threads (default 2)")
     parser.add_argument("--batch-size", type=int, default=64, help="learner batch (default 64)")

@@ -28,6 +28,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from resound import __version__
+
 __all__ = [
     "ConfigError",
     "EXAMPLE_CONFIG",
@@ -310,6 +312,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog="Example config (TOML):\n\n" + EXAMPLE_CONFIG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"resound-server {__version__}")
     parser.add_argument(
         "--config", required=True, metavar="FILE", help="TOML file with [server] and [[tables]]"
     )
