@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import resound
 
 from conftest import SAFETY, server_command
@@ -21,7 +23,13 @@ else:  # a runtime dependency there (pyproject.toml)
 
 
 def test_the_distribution_is_resound_rl_with_the_package_version_and_license() -> None:
-    distribution = importlib.metadata.distribution("resound-rl")
+    try:
+        distribution = importlib.metadata.distribution("resound-rl")
+    except importlib.metadata.PackageNotFoundError:
+        # tools/sanitize_python.sh runs a staged copy on PYTHONPATH: nothing
+        # is installed there to have metadata (the README's test command
+        # installs the package, and runs this).
+        pytest.skip("resound runs from a staged source tree, not an installed distribution")
     assert distribution.version == resound.__version__
     assert distribution.metadata["License"] == "Apache-2.0"
     files = [str(f) for f in distribution.files or []]
