@@ -91,7 +91,7 @@ pip "$tf_venv" install "scikit-build-core>=0.10" "pybind11>=2.12" cmake ninja
 rm -rf "$wheelhouse"
 pip "$tf_venv" wheel --no-deps --no-build-isolation -C build-dir=build/frameworks \
   -w "$wheelhouse" .
-wheel=$(echo "$wheelhouse"/resound-*.whl)
+wheel=$(echo "$wheelhouse"/resound_rl-*.whl)  # the distribution resound-rl
 
 echo "== numpy 1.26, TensorFlow 2.15, PyTorch"
 pip "$tf_venv" install --force-reinstall --no-deps "$wheel"
