@@ -53,8 +53,6 @@ class InsertCall:
         for key, priority, trajectory in requests:
             encoder.add(table, key, priority, trajectory)
         transport = self._transport
-        if self._call is not None and self._call.ended:
-            self._end_call()  # ended while idle (its server stopped): a new one
         while True:
             try:
                 if self._call is None:
@@ -79,6 +77,11 @@ class InsertCall:
                 self._end_call()
                 self._drop_unconfirmed()
                 raise
+
+    @property
+    def ended(self) -> bool:
+        """Whether its stream ended while idle (its server stopped)."""
+        return self._call is not None and self._call.ended
 
     def close(self) -> None:
         """Ends the stream. Idempotent."""

@@ -29,6 +29,7 @@ import grpc
 import numpy as np
 
 from resound import _core, _proto, specs
+from resound._transport.idle_calls import IdleCalls
 from resound._transport.insert_call import InsertCall
 from resound._transport.insert_stream import InsertStream
 from resound._transport.malloc_thresholds import keep_message_buffers_warm
@@ -64,8 +65,9 @@ _CLIENT_CHANNEL_OPTIONS = [
 _RETRY_AFTER_READY_SECONDS = 0.05
 # Idle SampleStreams kept per table for sample(): as many threads as sample
 # one table at once reuse theirs; more open and close streams of their own.
-_IDLE_SAMPLE_STREAMS = 8
-_IDLE_INSERT_CALLS = 8
+# Idle calls kept of each kind (see idle_calls.py): as many threads as call
+# at once reuse theirs; more open and close calls of their own.
+_IDLE_CALLS = 8
 # What the server's Checkpoint answers when its disk is full or unwritable.
 _DISK_ERRORS = (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.FAILED_PRECONDITION)
 # The chunks remote clients' writers build, apart from the tables' store
@@ -145,9 +147,13 @@ class RemoteTransport(OneServerTransport):
         self._infos: dict[str, TableInfo] = {}
         self._infos_lock = threading.Lock()
         # Idle streams of sample() by table, and of insert() without a timeout.
-        self._idle_sample_streams: dict[str, list[SampleStream]] = {}
-        self._idle_insert_calls: list[InsertCall] = []
-        self._idle_mutate_calls: list[OutboxCall] = []
+        self._idle_sample_streams: dict[str, IdleCalls[SampleStream]] = {}
+        self._idle_insert_calls: IdleCalls[InsertCall] = IdleCalls(
+            _IDLE_CALLS, stale=lambda call: call.ended, close=InsertCall.close
+        )
+        self._idle_mutate_calls: IdleCalls[OutboxCall] = IdleCalls(
+            _IDLE_CALLS, stale=lambda call: call.ended, close=OutboxCall.end
+        )
         self._metas: dict[str, tuple[TableInfo, TableMeta]] = {}  # see table_info_for_writer
         self._client_stream: InsertStream | None = None
         self._closed = False
@@ -175,16 +181,9 @@ class RemoteTransport(OneServerTransport):
     def _close_idle_streams(self) -> None:
         """Ends the streams kept open between calls of sample and insert."""
         with self._infos_lock:
-            idle, self._idle_sample_streams = self._idle_sample_streams, {}
-            calls, self._idle_insert_calls = self._idle_insert_calls, []
-            mutates, self._idle_mutate_calls = self._idle_mutate_calls, []
-        for streams in idle.values():
-            for stream in streams:
-                stream.close()
-        for call in calls:
-            call.close()
-        for mutate in mutates:
-            mutate.end()
+            pools = [*self._idle_sample_streams.values()]
+        for pool in (*pools, self._idle_insert_calls, self._idle_mutate_calls):
+            pool.close_all()
 
     def close_client_stream(self) -> None:
         """Ends the stream of ``Client.insert`` (its client is gone; writers
@@ -255,20 +254,13 @@ class RemoteTransport(OneServerTransport):
     def _insert_calling(self, table: str, requests: list[Any]) -> None:
         """``insert`` with no timeout: on an idle InsertCall of this
         transport's (the caller reads its own confirmation), or a new one."""
-        with self._infos_lock:
-            call = self._idle_insert_calls.pop() if self._idle_insert_calls else None
-        if call is None:
-            call = InsertCall(self)
+        call = self._idle_insert_calls.take() or InsertCall(self)
         try:
             call.insert(table, requests)
         except BaseException:
             call.close()
             raise
-        with self._infos_lock:
-            if not self._closed and len(self._idle_insert_calls) < _IDLE_INSERT_CALLS:
-                self._idle_insert_calls.append(call)
-                return
-        call.close()
+        self._idle_insert_calls.give_back(call, keep=not self._closed)
 
     def _release_client_stream(self, stream: InsertStream, acquired: bool = True) -> None:
         """A call of ``insert`` is done with ``stream`` (``acquired``); a
@@ -290,32 +282,22 @@ class RemoteTransport(OneServerTransport):
         one, and puts it back after."""
         with self._infos_lock:
             idle = self._idle_sample_streams.get(table)
-            stream = idle.pop() if idle else None
-        if stream is not None and stream.ended_while_idle:
-            # Its server stopped since: this call goes as a call of its own
-            # would, to a server that follows at the address or to none.
-            stream.close()
-            stream = None
-        if stream is None:
-            stream = self.open_sample_stream(table)
+            if idle is None:
+                idle = self._idle_sample_streams[table] = IdleCalls(
+                    _IDLE_CALLS, stale=lambda stream: stream.ended_while_idle,
+                    close=SampleStream.close,
+                )  # fmt: skip
+        stream = idle.take() or self.open_sample_stream(table)
         try:
             batch = stream.start(num_samples, timeout)()
         except DeadlineExceededError:
-            self._keep_idle(table, stream)  # the stream goes on
+            idle.give_back(stream, keep=not self._closed)  # the stream goes on
             raise
         except BaseException:
             stream.close()
             raise
-        self._keep_idle(table, stream)
+        idle.give_back(stream, keep=not self._closed)
         return batch
-
-    def _keep_idle(self, table: str, stream: SampleStream) -> None:
-        with self._infos_lock:
-            idle = self._idle_sample_streams.setdefault(table, [])
-            if not self._closed and len(idle) < _IDLE_SAMPLE_STREAMS:
-                idle.append(stream)
-                return
-        stream.close()
 
     def start_sample(
         self, table: str, num_samples: int, timeout: float | None
@@ -386,11 +368,7 @@ class RemoteTransport(OneServerTransport):
             delete_keys=[] if deletes is None else [int(k) for k in deletes],
         )
         what = f"MutatePriorities of {table!r}"
-        with self._infos_lock:
-            call = self._idle_mutate_calls.pop() if self._idle_mutate_calls else None
-        if call is not None and call.ended:  # ended while idle (its server stopped)
-            call.end()
-            call = None
+        call = self._idle_mutate_calls.take()
         try:
             if call is None:
                 call = OutboxCall(self._mutate_stream_call)
@@ -409,12 +387,7 @@ class RemoteTransport(OneServerTransport):
                 call.end()
             raise
         if call is not None:
-            with self._infos_lock:
-                if not self._closed and len(self._idle_mutate_calls) < _IDLE_INSERT_CALLS:
-                    self._idle_mutate_calls.append(call)
-                    call = None
-            if call is not None:
-                call.end()
+            self._idle_mutate_calls.give_back(call, keep=not self._closed)
         return response.num_updated, response.num_deleted
 
     def reset(self, table: str) -> None:
