@@ -7,6 +7,7 @@ duration (a chunk lives only while a handle or an item references it).
 from __future__ import annotations
 
 import itertools
+import logging
 import queue
 import re
 import signal
@@ -314,3 +315,23 @@ class ServerProcess:
             match = re.search(pattern, line)
             if match:
                 return match
+
+
+class Warnings(logging.Handler):
+    """The ``resound`` logger's warnings that contain ``text``; ``seen`` is
+    set by the first."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(logging.WARNING)
+        self.text = text
+        self.messages: list[str] = []
+        self.seen = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if self.text in message:
+            self.messages.append(message)
+            self.seen.set()
+
+    def wait(self, timeout: float) -> bool:
+        return self.seen.wait(timeout)

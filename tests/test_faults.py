@@ -26,6 +26,7 @@ from conftest import (
     SAFETY,
     Background,
     ServerProcess,
+    Warnings,
     server_command,
     wait_until,
 )
@@ -133,18 +134,6 @@ SAMPLER_PROCESS = textwrap.dedent(
 )
 
 
-class _Noticed(logging.Handler):
-    """Set by the ``resound`` logger's first warning that waits for a server."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.seen = threading.Event()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if "waiting for the server" in record.getMessage():
-            self.seen.set()
-
-
 def test_a_server_that_stops_answering_is_noticed_and_waited_for(config, monkeypatch) -> None:
     # A hung server (here stopped with SIGSTOP) keeps its connections open
     # and answers nothing. Keepalive pings (shortened here) notice it: the
@@ -154,7 +143,7 @@ def test_a_server_that_stops_answering_is_noticed_and_waited_for(config, monkeyp
     monkeypatch.setattr(channel_options, "KEEPALIVE_MS", 300)
     monkeypatch.setattr(channel_options, "KEEPALIVE_TIMEOUT_MS", 300)
     monkeypatch.setattr(waiting, "WARNING_PERIOD_SECONDS", 0.05)
-    noticed = _Noticed()
+    noticed = Warnings("waiting for the server")
     logging.getLogger("resound").addHandler(noticed)
     served = ServerProcess(config)
     try:
@@ -164,7 +153,7 @@ def test_a_server_that_stops_answering_is_noticed_and_waited_for(config, monkeyp
         served.process.send_signal(signal.SIGSTOP)
         try:
             sampled = Background(client.sample_batch, "replay", 1)  # no timeout
-            assert noticed.seen.wait(SAFETY), "the sampler never noticed the hung server"
+            assert noticed.wait(SAFETY), "the sampler never noticed the hung server"
             assert not sampled.done()
         finally:
             served.process.send_signal(signal.SIGCONT)

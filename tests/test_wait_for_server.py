@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -27,7 +26,7 @@ from resound import structured_writer as sw
 from resound._transport import waiting
 from resound.errors import DeadlineExceededError
 
-from conftest import SAFETY, Background
+from conftest import SAFETY, Background, Warnings
 
 
 def free_port() -> int:
@@ -43,35 +42,15 @@ def fifo_table() -> resound.Table:
     )
 
 
-class _Warnings(logging.Handler):
-    """The ``resound`` logger's warnings that contain ``text``; ``seen`` is
-    set by the first."""
-
-    def __init__(self, text: str) -> None:
-        super().__init__(logging.WARNING)
-        self.text = text
-        self.messages: list[str] = []
-        self.seen = threading.Event()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        message = record.getMessage()
-        if self.text in message:
-            self.messages.append(message)
-            self.seen.set()
-
-    def wait(self, timeout: float) -> bool:
-        return self.seen.wait(timeout)
-
-
 @pytest.fixture
-def warnings(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], _Warnings]]:
+def warnings(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], Warnings]]:
     """watch(text) -> the warnings naming ``text``, with a 50 ms period."""
     monkeypatch.setattr(waiting, "WARNING_PERIOD_SECONDS", 0.05)
     logger = logging.getLogger("resound")
-    handlers: list[_Warnings] = []
+    handlers: list[Warnings] = []
 
-    def watch(text: str) -> _Warnings:
-        handler = _Warnings(text)
+    def watch(text: str) -> Warnings:
+        handler = Warnings(text)
         logger.addHandler(handler)
         handlers.append(handler)
         return handler
@@ -104,7 +83,7 @@ def later() -> Iterator[Callable[[int], resound.Server]]:
 
 
 def waits_then_gets_through(
-    call: Callable[[], Any], port: int, warnings: Callable[[str], _Warnings], start: Any
+    call: Callable[[], Any], port: int, warnings: Callable[[str], Warnings], start: Any
 ) -> tuple[Any, resound.Server]:
     """Runs ``call`` on a thread; once it warned that it waits for the server
     at ``port``, starts that server; the call's result and the server."""
