@@ -42,7 +42,7 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 python="$venv/bin/python"
 "$python" -m pip install --quiet --upgrade pip
-"$python" -m pip install --quiet "pybind11>=2.12" cmake ninja numpy lz4 grpcio protobuf grpcio-tools pytest hypothesis cryptography
+"$python" -m pip install --quiet "pybind11>=2.12" cmake ninja numpy lz4 grpcio protobuf grpcio-tools "pytest>=9" hypothesis cryptography
 
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRESOUND_SANITIZE="$kind" \
   -DRESOUND_BUILD_PYTHON=ON -Dpybind11_DIR="$("$python" -m pybind11 --cmakedir)" \
