@@ -324,6 +324,9 @@ class Server:
     def stop(self) -> None:
         """Closes every table: blocked and later calls raise CancelledError.
         Idempotent."""
+        self._stop(wait=True)
+
+    def _stop(self, *, wait: bool) -> None:
         if self._stopped.is_set():
             return
         self._stopped.set()
@@ -334,7 +337,7 @@ class Server:
             # which clients do not retry): those waiting for a table woke
             # when it closed, the others are cancelled. The grace lets their
             # answers go out; calls still running after it are cut off.
-            self._serving.stop(grace=_STOP_GRACE_SECONDS)
+            self._serving.stop(grace=_STOP_GRACE_SECONDS, wait=wait)
         if self._port is not None:
             local_servers.unregister(self._port, self)
 
@@ -354,8 +357,11 @@ class Server:
         self.stop()
 
     def __del__(self) -> None:
+        # Starts the stop without waiting for it: the garbage collector runs
+        # this on whatever thread allocates, perhaps one holding a lock that
+        # the serving loop's stop needs, and waiting there could block for good.
         with contextlib.suppress(Exception):  # the interpreter may be shutting down
-            self.stop()
+            self._stop(wait=False)
 
     def __repr__(self) -> str:
         where = f"port={self._port}" if self._port is not None else "embedded"

@@ -62,17 +62,18 @@ class ServingLoop:
             self.stop(grace=0.0)
         return port
 
-    def stop(self, grace: float) -> None:
+    def stop(self, grace: float, *, wait: bool = True) -> None:
         """Cancels the calls still running (they end with CANCELLED), stops
         the gRPC server within ``grace`` seconds and ends the loop's thread.
-        Idempotent; from the loop's own thread it only starts the stop."""
+        Idempotent. With ``wait=False`` (finalizers), and always from the
+        loop's own thread, it only starts the stop."""
         if self._stopped:
             return
         self._stopped = True
         if not self._loop.is_running():
             return
         done = asyncio.run_coroutine_threadsafe(self._stop(grace), self._loop)
-        if threading.current_thread() is self._thread:
+        if not wait or threading.current_thread() is self._thread:
             return  # a handler (or a finalizer on this thread) cannot wait for itself
         done.result()
         self._thread.join()
