@@ -12,6 +12,7 @@ cd "$(dirname "$0")/.."
 kind="${1:-thread}"
 case "$kind" in
   thread)
+    preset=tsan
     runtime=libtsan.so
     # The embedded runs of the parametrized tests only: under the TSan runtime
     # one of grpcio's (uninstrumented) event-engine threads now and then
@@ -26,6 +27,7 @@ case "$kind" in
     # and its fork handlers start threads in a forked child before exec.
     export TSAN_OPTIONS="halt_on_error=1 report_signal_unsafe=0 ignore_noninstrumented_modules=1 die_after_fork=0" ;;
   address)
+    preset=asan
     runtime=libasan.so
     tests=(tests)
     export ASAN_OPTIONS="detect_leaks=0" UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1" ;;
@@ -35,8 +37,10 @@ esac
 default_python=python3
 [ -x /usr/bin/python3 ] && default_python=/usr/bin/python3
 base_python="${SANITIZE_PYTHON:-$default_python}"
-build="build/py-$kind"
-venv="$build/venv"
+# The extension is built in the CMake preset's tree (build/asan, build/tsan),
+# beside the C++ tests, so the instrumented core is compiled once for both.
+build="build/$preset"
+venv="build/py-$kind-venv"
 if [ ! -x "$venv/bin/python" ]; then
   "$base_python" -m venv "$venv"
 fi
@@ -44,16 +48,15 @@ python="$venv/bin/python"
 "$python" -m pip install --quiet --upgrade pip
 "$python" -m pip install --quiet "pybind11>=2.12" cmake ninja numpy lz4 grpcio protobuf grpcio-tools "pytest>=9" hypothesis cryptography
 
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRESOUND_SANITIZE="$kind" \
-  -DRESOUND_BUILD_PYTHON=ON -Dpybind11_DIR="$("$python" -m pybind11 --cmakedir)" \
-  -DPython_EXECUTABLE="$python" > /dev/null
-cmake --build "$build" --target _core > /dev/null
+cmake --preset "$preset" -DRESOUND_BUILD_PYTHON=ON \
+  -Dpybind11_DIR="$("$python" -m pybind11 --cmakedir)" -DPython_EXECUTABLE="$python" > /dev/null
+cmake --build --preset "$preset" --target _core > /dev/null
 
 stage="$build/stage"
 rm -rf "$stage" && mkdir -p "$stage/resound"
 cp -r python/resound/. "$stage/resound/"
 rm -f "$stage"/resound/_core*.so
-cp "$build"/_core*.so "$stage/resound/"
+cp "$build"/cpp/bindings/_core*.so "$stage/resound/"
 
 # libstdc++ is preloaded too: the sanitizer must find the real __cxa_throw at
 # start-up, before the extension pulls libstdc++ in.
