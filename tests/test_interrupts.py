@@ -10,9 +10,13 @@ import textwrap
 import pytest
 
 # The child blocks in the given call on an empty or full queue; a helper
-# thread sends SIGINT once the core reports the call waiting.
+# thread sends SIGINT once the core reports the call waiting. A child still
+# running after 45 s writes every thread's stack to stderr and exits, so that
+# a hang shows where it is in the test's failure.
 CHILD = textwrap.dedent(
     """
+    import faulthandler
+    faulthandler.dump_traceback_later(45, exit=True)
     import os, signal, threading, time
     import numpy as np
     import resound
