@@ -88,9 +88,11 @@ def write_trajectory(client: resound.Client, table: str, length: int = 3) -> Non
 # --- construction, repr, pickling
 
 
-@pytest.mark.parametrize("address", ["", None, 8000])
-def test_client_needs_an_address(address: object) -> None:
-    with pytest.raises(ValueError, match="server_address"):
+@pytest.mark.parametrize(
+    ("address", "kind"), [("", ValueError), (None, TypeError), (8000, TypeError)]
+)
+def test_client_needs_an_address(address: object, kind: type[Exception]) -> None:
+    with pytest.raises(kind, match="server_address"):
         resound.Client(address)  # type: ignore[arg-type]
 
 
@@ -867,3 +869,45 @@ def test_pooled_empty_checks_shape_and_dtype() -> None:
         _core.pooled_empty((1 << 40, 1 << 40), np.float32)
     with pytest.raises(ValueError, match="dtype: object dtypes are not supported"):
         _core.pooled_empty((2,), object)
+
+
+# --- closing
+
+
+def test_a_timeout_is_also_a_timeout_error(client: resound.Client) -> None:
+    with pytest.raises(TimeoutError):
+        client.sample_batch("uniform", 1, timeout=0.01)
+
+
+@pytest.fixture
+def listening() -> Iterator[resound.Server]:
+    with resound.Server(tables()) as server:
+        yield server
+
+
+@pytest.mark.parametrize("transport", ["embedded", "grpc"])
+def test_a_closed_client_refuses_its_calls(listening: resound.Server, transport: str) -> None:
+    if transport == "embedded":
+        client = listening.in_process_client()
+    else:
+        client = resound.Client(f"localhost:{listening.port}", transport="grpc")
+    with client:
+        client.insert(1, priorities={"uniform": 1.0})
+        assert len(client.sample_batch("uniform", 1, timeout=SAFETY).info.key) == 1
+    with pytest.raises(RuntimeError, match=r"is closed \(Client.close\(\) was called\)"):
+        client.insert(2, priorities={"uniform": 1.0})
+    with pytest.raises(RuntimeError, match="is closed"):
+        client.server_info()
+    with pytest.raises(RuntimeError, match="is closed"):
+        client.trajectory_writer(1)
+    client.close()  # idempotent
+    assert counters(listening, "uniform")["inserts"] == 1
+
+
+def test_closing_a_client_ends_its_open_streams_on_the_server(listening: resound.Server) -> None:
+    client = resound.Client(f"localhost:{listening.port}", transport="grpc")
+    client.insert(1, priorities={"uniform": 1.0})
+    client.sample_batch("uniform", 1, timeout=SAFETY)
+    assert listening.open_calls > 0  # the insert and sample streams kept open between calls
+    client.close()
+    wait_until(lambda: listening.open_calls == 0, "the client's streams ended on the server")

@@ -88,22 +88,24 @@ def test_dns_targets_are_resolved_on_use(target, dns_name) -> None:
 
 
 @pytest.mark.parametrize(
-    ("target", "message"),
+    ("target", "kind", "message"),
     [
-        ([], "empty list"),
-        (["a:1", "a:1"], "twice"),
-        (["a:1", ""], "nonempty"),
-        (["a:1", 8000], "nonempty"),
-        (["a:1,b:2"], "each be one"),
-        ("a:1,b", "not 'host:port'"),
-        ("ipv4:a:0", "not 'host:port'"),
-        ("ipv4:a:99999", "not 'host:port'"),
-        ("dns://authority-only", "dns:///name:port"),
-        (b"a:1", "server_address must be"),
+        ([], ValueError, "empty list"),
+        (["a:1", "a:1"], ValueError, "twice"),
+        (["a:1", ""], ValueError, "nonempty"),
+        (["a:1", 8000], TypeError, "must be 'host:port' str"),
+        (["a:1,b:2"], ValueError, "each be one"),
+        ("a:1,b", ValueError, "not 'host:port'"),
+        ("localhost", ValueError, "'localhost' is not 'host:port'"),
+        ("localhost:", ValueError, "not 'host:port'"),
+        ("ipv4:a:0", ValueError, "not 'host:port'"),
+        ("ipv4:a:99999", ValueError, "not 'host:port'"),
+        ("dns://authority-only", ValueError, "dns:///name:port"),
+        (b"a:1", TypeError, "server_address must be"),
     ],
 )
-def test_bad_addresses_are_refused_naming_the_argument(target, message) -> None:
-    with pytest.raises(ValueError, match="server_address") as raised:
+def test_bad_addresses_are_refused_naming_the_argument(target, kind, message) -> None:
+    with pytest.raises(kind, match="server_address") as raised:
         resound.Client(target)
     assert message in str(raised.value)
 

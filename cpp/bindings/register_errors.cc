@@ -1,6 +1,6 @@
 // Maps core exceptions to Python ones:
 //   InvalidArgumentError -> ValueError       NotFoundError -> KeyError
-//   DeadlineExceededError -> DeadlineExceededError (a ReverbError)
+//   DeadlineExceededError -> DeadlineExceededError (a ReverbError and a TimeoutError)
 //   CancelledError -> CancelledError (a ReverbError and a RuntimeError)
 //   FailedPreconditionError -> RuntimeError
 #include <pybind11/pybind11.h>
@@ -60,7 +60,10 @@ PyObject* TypeFor(std::exception_ptr error, std::string& message) {
 void RegisterErrors(py::module_& m) {
   g_reverb_error = NewException(m, "ReverbError", PyExc_Exception,
                                 "Base class of resound's own errors (named as in Reverb).");
-  g_deadline_exceeded = NewException(m, "DeadlineExceededError", g_reverb_error,
+  // Also a TimeoutError, so that code catching Python's own timeout (as for
+  // sockets and futures) catches this one as well.
+  py::tuple deadline_bases = py::make_tuple(py::handle(g_reverb_error), py::handle(PyExc_TimeoutError));
+  g_deadline_exceeded = NewException(m, "DeadlineExceededError", deadline_bases.ptr(),
                                      "A blocking call reached its timeout before it could act.");
   py::tuple cancelled_bases = py::make_tuple(py::handle(g_reverb_error), py::handle(PyExc_RuntimeError));
   g_cancelled = NewException(m, "CancelledError", cancelled_bases.ptr(),

@@ -38,6 +38,7 @@ from resound import _batch_assembly, nest
 from resound._checks import as_updates, check_count, check_priority, check_timeout
 from resound._samples import sample_generator
 from resound._transport import factory
+from resound._transport.closed import ClosedTransport
 from resound._transport.targets import parse_target
 from resound.batch_iterator import BatchFiller, BatchIterator
 from resound.legacy_writer import Writer, check_writer_arguments
@@ -135,6 +136,30 @@ class Client:
     def server_addresses(self) -> list[str]:
         """Each server's ``'host:port'`` (a ``dns:`` target resolved now)."""
         return self._transport.addresses
+
+    def close(self) -> None:
+        """Ends this client's calls and connections: the streams it keeps open
+        between calls, and those of writers, samplers and datasets made from
+        it, which raise on their next call. Later calls on the client raise
+        RuntimeError. Idempotent; ``with Client(...) as client:`` closes it
+        at the end of the block. A client that is dropped without ``close()``
+        ends its own streams as it goes; ``close()`` says when.
+
+        Example:
+            >>> with resound.Client('localhost:8000') as client:  # doctest: +SKIP
+            ...     client.insert([1.0], priorities={'replay': 1.0})
+        """
+        transport = self._transport
+        if isinstance(transport, ClosedTransport):
+            return
+        self._transport = ClosedTransport(self._address)
+        transport.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def __del__(self) -> None:
         # The stream behind insert() has a thread of its own, which would

@@ -1,7 +1,8 @@
 """Errors raised by resound, named as in Reverb.
 
 ``ReverbError`` is the base of resound's own errors;
-``DeadlineExceededError`` is raised when a call reaches its timeout and
+``DeadlineExceededError`` (also a ``TimeoutError``) is raised when a call
+reaches its timeout and
 ``CancelledError`` (also a ``RuntimeError``) when a table is closed while or
 before the call runs. ``CheckpointError`` (also a ``ValueError``) refuses a
 checkpoint file that is truncated, corrupted, foreign or of an unknown
@@ -17,6 +18,8 @@ argument.
 Example:
     >>> from resound import errors
     >>> issubclass(errors.DeadlineExceededError, errors.ReverbError)
+    True
+    >>> issubclass(errors.DeadlineExceededError, TimeoutError)
     True
     >>> all(issubclass(errors.NotFoundError, kind) for kind in (KeyError, ValueError, RuntimeError))
     True

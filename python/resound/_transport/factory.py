@@ -176,6 +176,10 @@ class AddressTransport:
         if self._current is not None:  # nothing to choose: it is about what was opened
             self._current.close_client_stream()
 
+    def close(self) -> None:
+        if self._current is not None:
+            self._current.close()
+
 
 def _remote_transport(address: str, tls: ClientTls | None) -> ServerTransport:
     # Imported here, on first use: gRPC is loaded only by clients that use it.

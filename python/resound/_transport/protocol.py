@@ -138,6 +138,11 @@ class Transport(Protocol):
         runs in finalizers."""
         ...
 
+    def close(self) -> None:
+        """``Client.close()``: ends every call and connection of the
+        transport, its writers' streams included."""
+        ...
+
 
 class ServerTransport(Transport, Protocol):
     """One server's transport: what writers and ``Client.insert`` write through."""

@@ -626,6 +626,11 @@ class ServerSet:
         for member in self.members_known():
             member.connection.close_client_stream()
 
+    def close(self) -> None:
+        """Ends every server's calls and connections (``Client.close()``)."""
+        for member in self.members_known():
+            member.connection.close()
+
     def server_infos(self, timeout: float | None) -> dict[str, dict[str, TableInfo]]:
         """Every answering server's tables by name, by address; while none
         answers, waits for one up to ``timeout`` (DeadlineExceededError)."""

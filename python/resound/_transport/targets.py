@@ -33,6 +33,10 @@ _EXPECTED = (
 )
 
 
+# gRPC targets of one server that are not 'host:port' (gRPC's own schemes).
+_ONE_SERVER_SCHEMES = ("unix:", "unix-abstract:", "vsock:")
+
+
 @dataclasses.dataclass(frozen=True)
 class Target:
     """A parsed client address.
@@ -63,14 +67,20 @@ def parse_target(target: str | Sequence[str]) -> Target:
             return Target(target, addresses, None, True)
         if "," in target:
             return Target(target, _split(target, target), None, True)
-        # Any other gRPC target (such as 'unix:path') is one server too.
+        if target.startswith(_ONE_SERVER_SCHEMES):
+            return Target(target, [target], None, False)  # as gRPC reads it
+        _check_host_port(target, target)  # 'localhost' alone would be port 443 to gRPC
         return Target(target, [target], None, False)
     if isinstance(target, Sequence) and not isinstance(target, bytes):
         addresses = list(target)
         if not addresses:
             raise ValueError(f"server_address must be {_EXPECTED}, got an empty list")
         for address in addresses:
-            if not isinstance(address, str) or not address:
+            if not isinstance(address, str):
+                raise TypeError(
+                    f"server_address list entries must be 'host:port' str, got {address!r}"
+                )
+            if not address:
                 raise ValueError(
                     f"server_address list entries must be nonempty 'host:port' str, got {address!r}"
                 )
@@ -81,7 +91,7 @@ def parse_target(target: str | Sequence[str]) -> Target:
             _check_host_port(address, address)
         _check_distinct(addresses)
         return Target(",".join(addresses), addresses, None, True)
-    raise ValueError(f"server_address must be {_EXPECTED}, got {target!r}")
+    raise TypeError(f"server_address must be {_EXPECTED}, got {type(target).__name__} {target!r}")
 
 
 def resolve_name(
