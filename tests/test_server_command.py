@@ -111,6 +111,31 @@ def test_a_bad_config_exits_non_zero_naming_the_key(tmp_path, change, message):
     assert "serving" not in result.stderr  # nothing was started
 
 
+def test_port_0_serves_on_a_free_port(config):
+    served = ServerProcess(config, "--port", "0")
+    try:
+        port = int(served.wait_for(r"serving 2 table\(s\) on 127\.0\.0\.1:(\d+)").group(1))
+        assert port > 0
+        assert sorted(resound.Client(f"127.0.0.1:{port}").server_info()) == ["queue", "replay"]
+    finally:
+        assert served.stop() == 0
+
+
+@pytest.mark.parametrize("where", ["a file", "under a file"])
+def test_a_checkpoint_dir_it_cannot_use_fails_at_start(config, tmp_path, where):
+    path = tmp_path / "taken"
+    path.write_text("")
+    if where == "under a file":
+        path = path / "checkpoints"
+    result = subprocess.run(
+        server_command("--config", str(config), "--checkpoint-dir", str(path)),
+        capture_output=True, text=True, timeout=SAFETY,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert f"--checkpoint-dir {path}" in result.stderr
+    assert "serving" not in result.stderr  # nothing was started
+
+
 def test_a_missing_config_file_is_reported(tmp_path):
     result = subprocess.run(
         server_command("--config", str(tmp_path / "nope.toml")), capture_output=True, text=True,

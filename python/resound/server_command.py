@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import os
 import signal
 import sys
 import threading
@@ -482,9 +483,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not isinstance(host, str) or not host:
             raise ConfigError(f"server.host must be a nonempty string, got {host!r}")
         if port is not None and (
-            not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536
+            not isinstance(port, int) or isinstance(port, bool) or not 0 <= port < 65536
         ):
-            raise ConfigError(f"server.port must be an integer in [1, 65535], got {port!r}")
+            raise ConfigError(
+                f"server.port must be an integer in [0, 65535] (0: a free one), got {port!r}"
+            )
+        if port == 0:
+            port = None  # the Server picks a free port
         tls = _tls_settings(args, server_config)
         limits = {}
         for key in (
@@ -504,10 +509,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     checkpointer = None
     if args.checkpoint_dir is not None:
-        checkpointer = checkpointers.DefaultCheckpointer(
-            args.checkpoint_dir, keep_latest=args.keep_checkpoints
-        )
-        latest = checkpointer.latest()
+        try:
+            checkpointer = checkpointers.DefaultCheckpointer(
+                args.checkpoint_dir, keep_latest=args.keep_checkpoints
+            )
+            latest = checkpointer.latest()
+            # Made now, so that a folder it cannot write fails here rather
+            # than at the first checkpoint, hours later.
+            os.makedirs(checkpointer.path, exist_ok=True)
+            if not os.access(checkpointer.path, os.W_OK | os.X_OK):
+                raise PermissionError(f"cannot write in {checkpointer.path}")
+        except (OSError, ValueError) as error:  # not a folder, not readable, ...
+            print(
+                f"resound-server: --checkpoint-dir {args.checkpoint_dir}: {error}", file=sys.stderr
+            )
+            return 2
         _log.info(
             "restoring %s" if latest else "no checkpoint in %s: starting empty",
             latest or checkpointer.path,
