@@ -126,6 +126,20 @@ def test_new_fields_extend_the_structure_and_read_none_before(serve):
     np.testing.assert_array_equal(c, [1.5])
 
 
+@pytest.mark.parametrize("index", [slice(-4, None), 0, [0, 4]])
+def test_steps_older_than_the_keep_alive_window_are_refused_naming_the_setting(serve, index):
+    _, client = serve(queue())
+    writer = client.trajectory_writer(2)
+    for step in range(5):
+        writer.append({"obs": np.float32(step)})
+    with pytest.raises(ValueError, match=r"older than the last 2 steps .*num_keep_alive_refs=2"):
+        writer.history["obs"][index]
+    writer.append({"obs": None})
+    with pytest.raises(ValueError, match="cannot contain any None") as missing:
+        writer.history["obs"][-1]  # no value at that step: not a keep-alive matter
+    assert "num_keep_alive_refs" not in str(missing.value)
+
+
 def test_sequences_grow_like_dicts(serve):
     _, client = serve(queue())
     writer = client.trajectory_writer(3)

@@ -185,13 +185,14 @@ class _ColumnHistory:
     def __len__(self) -> int:
         return self._column.history_length()
 
-    def _entry(self, position: int) -> CellRef | None:
+    def _position(self, position: int) -> int:
+        """``position`` counted from the episode's start (IndexError if out of range)."""
         length = self._column.history_length()
         if position < 0:
             position += length
         if not 0 <= position < length:
             raise IndexError(f"step {position} out of range for a history of {length} steps")
-        return self._column.history_at(position)
+        return position
 
     def __getitem__(self, index: Any) -> TrajectoryColumn:
         column = self._column
@@ -221,12 +222,36 @@ class _ColumnHistory:
                     run._contiguous = True
                     return run
             positions = range(start, stop, step)
-            return TrajectoryColumn([column.history_at(p) for p in positions], path=self._path)
+            return self._column_at(positions, [column.history_at(p) for p in positions], False)
         if isinstance(index, (int, np.integer)) and not isinstance(index, bool):
-            return TrajectoryColumn._single(self._entry(int(index)), self._path)
+            position = self._position(int(index))
+            ref = column.history_at(position)
+            if ref is not None:
+                return TrajectoryColumn._single(ref, self._path)
+            return self._column_at([position], [ref], True)
         if isinstance(index, (list, tuple, np.ndarray)):
-            return TrajectoryColumn([self._entry(int(p)) for p in index], path=self._path)
+            positions = [self._position(int(p)) for p in index]
+            return self._column_at(positions, [column.history_at(p) for p in positions], False)
         raise TypeError(f"history indices must be int, slice or list, got {index!r}")
+
+    def _column_at(
+        self, positions: Sequence[int], refs: list[CellRef | None], squeeze: bool
+    ) -> TrajectoryColumn:
+        try:
+            return TrajectoryColumn(refs, squeeze=squeeze, path=self._path)
+        except ValueError as error:
+            # A None is a step where the column had no value, or a step that
+            # left the writer's history: say which, naming the setting.
+            dropped = getattr(self._column, "history_dropped", 0)
+            expired = [p for p in positions if p < dropped]
+            if not expired:
+                raise
+            kept = self._column.history.maxlen
+            raise ValueError(
+                f"{error}: step {expired[0]} of the episode is older than the last {kept} "
+                f"steps the writer keeps (num_keep_alive_refs={kept}); make "
+                "num_keep_alive_refs at least as long as the items it writes"
+            ) from None
 
     def __repr__(self) -> str:
         return f"ColumnHistory(path={self._path!r}, length={len(self)})"
