@@ -373,7 +373,11 @@ def test_a_client_that_vanishes_mid_stream_leaves_the_server_serving(service):
     assert len(list(client.sample("t", 2, emit_timesteps=False))) == 2
 
 
+# A child still running after 45 s writes its threads' stacks and exits, so
+# that a hang at exit shows where it is in the test's failure.
 EXIT_WITH_AN_OPEN_STREAM = """
+import faulthandler
+faulthandler.dump_traceback_later(45, exit=True)
 import numpy as np, resound
 server = resound.Server([resound.Table.queue("q", 10)])
 client = resound.Client(f"127.0.0.1:{server.port}", transport="grpc")
@@ -395,7 +399,7 @@ def test_a_script_ending_with_a_served_open_stream_exits():
         timeout=SAFETY * 3,
         check=False,
     )
-    assert (result.returncode, result.stdout) == (0, "exiting\n")
+    assert (result.returncode, result.stdout) == (0, "exiting\n"), result.stderr
 
 
 def test_a_stopped_server_ends_its_serving_threads():

@@ -710,6 +710,33 @@ def test_sample_deadline_on_empty_table(tables: Any, timeout: float) -> None:
 
 
 @pytest.mark.parametrize("timeout", [0, 0.05])
+def test_a_deadline_says_what_the_rate_limiter_waits_for(
+    tables: Any, traj: list, timeout: float
+) -> None:
+    table = tables(name="replay", rate_limiter=RateLimiter.min_size(2))
+    table.insert(1, 1.0, traj, timeout=0)
+    with pytest.raises(DeadlineExceededError) as raised:
+        table.sample(timeout=timeout)
+    assert str(raised.value) == (
+        "table 'replay': has 1 item; the rate limiter needs 2 before sampling "
+        "(min_size_to_sample=2)"
+    )
+    # Two samples per insert, 1 below to 3 above that: one insert allows 3
+    # samples, a fourth needs one more insert; two more inserts go in, and
+    # the one after them needs two more samples.
+    ratio = tables(name="r", rate_limiter=RateLimiter(2.0, 1, -1.0, 3.0))
+    ratio.insert(1, 1.0, traj, timeout=0)
+    ratio.sample(3, timeout=0)
+    with pytest.raises(DeadlineExceededError, match="needs 1 more insert before the next sample"):
+        ratio.sample(timeout=timeout)
+    fill(ratio, traj, [2, 3])
+    with pytest.raises(DeadlineExceededError, match="needs 2 more samples before the next insert"):
+        ratio.insert(4, 1.0, traj, timeout=timeout)
+    ratio.sample(2, timeout=0)
+    ratio.insert(4, 1.0, traj, timeout=0)  # as the message said
+
+
+@pytest.mark.parametrize("timeout", [0, 0.05])
 def test_sample_deadline_leaves_items_untouched(tables: Any, traj: list, timeout: float) -> None:
     table = tables(rate_limiter=RateLimiter(1.0, 1, 0.0, 10.0))
     table.insert(1, 1.0, traj, timeout=0)

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <limits>
 #include <sstream>
+#include <string_view>
+#include <utility>
 
 #include "resound/errors.h"
 
@@ -106,7 +108,39 @@ RateLimiterConfig RateLimiterConfig::Queue(int64_t size) {
 
 RateLimiterConfig RateLimiterConfig::Stack(int64_t size) { return Queue(size); }
 
-RateLimiter::RateLimiter(RateLimiterConfig config) : config_(config) { config_.Validate(); }
+RateLimiter::RateLimiter(RateLimiterConfig config, std::string table_name)
+    : config_(config), table_name_(std::move(table_name)) {
+  config_.Validate();
+}
+
+std::string RateLimiter::WhyBlocked(bool insert) const {
+  std::ostringstream out;
+  out << "table '" << table_name_ << "': ";
+  const int64_t size = counters_.inserts - counters_.deletes;
+  const double spi = config_.samples_per_insert;
+  const auto inserts = static_cast<double>(counters_.inserts);
+  const auto samples = static_cast<double>(counters_.samples);
+  if (!insert && size < config_.min_size_to_sample) {
+    out << "has " << size << " item" << (size == 1 ? "" : "s") << "; the rate limiter needs "
+        << config_.min_size_to_sample << " before sampling (min_size_to_sample="
+        << config_.min_size_to_sample << ")";
+    return out.str();
+  }
+  // The smallest count of the other side's calls that would let one more through
+  // (see AllowsInserts and AllowsSamples).
+  double needed;
+  if (insert) {
+    needed = std::ceil((inserts + 1) * spi - samples - config_.max_diff);
+  } else {
+    needed = std::ceil((config_.min_diff + samples + 1) / spi - inserts);
+  }
+  const auto count = static_cast<int64_t>(std::max(1.0, needed));
+  out << counters_.inserts << " inserts and " << counters_.samples << " samples so far, at "
+      << spi << " samples per insert; the rate limiter needs " << count << " more "
+      << (insert ? "sample" : "insert") << (count == 1 ? "" : "s") << " before the next "
+      << (insert ? "insert" : "sample") << " (" << config_.ToString() << ")";
+  return out.str();
+}
 
 bool RateLimiter::AllowsInserts(int64_t n) const noexcept {
   if (counters_.inserts + n - counters_.deletes <= config_.min_size_to_sample) return true;
@@ -212,10 +246,8 @@ bool RateLimiter::Await(std::unique_lock<std::mutex>& lock, const Deadline& dead
                         const char* what, Ready ready) {
   if (cancelled_) throw CancelledError("the table is closed");
   if (ready()) return false;
-  if (deadline.has_passed()) {
-    throw DeadlineExceededError(std::string("rate limiter: timeout exceeded before the right to ") +
-                                what + " was acquired");
-  }
+  const bool insert = std::string_view(what) == "insert";
+  if (deadline.has_passed()) throw DeadlineExceededError(WhyBlocked(insert));
   ++waiting;
   ++blocked;
   const auto done = [&] { return cancelled_ || ready(); };
@@ -228,10 +260,7 @@ bool RateLimiter::Await(std::unique_lock<std::mutex>& lock, const Deadline& dead
   }
   --waiting;
   if (cancelled_) throw CancelledError("the table was closed while waiting to " + std::string(what));
-  if (!ok) {
-    throw DeadlineExceededError(std::string("rate limiter: timeout exceeded before the right to ") +
-                                what + " was acquired");
-  }
+  if (!ok) throw DeadlineExceededError(WhyBlocked(insert));
   return true;
 }
 

@@ -68,7 +68,8 @@ struct RateLimiterInfo {
 
 class RateLimiter {
  public:
-  explicit RateLimiter(RateLimiterConfig config);  // validates
+  // Validates `config`; `table_name` names the table in timeout messages.
+  explicit RateLimiter(RateLimiterConfig config, std::string table_name = "");
   RateLimiter(const RateLimiter&) = delete;
   RateLimiter& operator=(const RateLimiter&) = delete;
 
@@ -112,6 +113,10 @@ class RateLimiter {
   // the figures of Info(), as the limiter's own waits are. Table lock held.
   void NoteExternalWait(uint32_t side, int waiting) noexcept;
   bool cancelled() const noexcept { return cancelled_; }
+  // Why one more insert (or sample) is not allowed now, in the user's terms:
+  // "table 'replay' has 0 items; the rate limiter needs 1 before sampling
+  // (min_size_to_sample=1)". Table lock held.
+  std::string WhyBlocked(bool insert) const;
 
   RateLimiterInfo Info() const noexcept;
 
@@ -127,6 +132,7 @@ class RateLimiter {
              int64_t& waiting, int64_t& blocked, const char* what, Ready ready);
 
   const RateLimiterConfig config_;
+  const std::string table_name_;
   RateLimiterCounters counters_;
   bool cancelled_ = false;
   std::condition_variable insert_cv_;

@@ -38,7 +38,7 @@ Table::Table(TableConfig config, std::shared_ptr<ChunkStore> store)
       store_(store ? std::move(store) : std::make_shared<ChunkStore>()),
       sampler_(MakeSlotSelector(config_.sampler)),
       remover_(MakeSlotSelector(config_.remover)),
-      limiter_(config_.rate_limiter) {}
+      limiter_(config_.rate_limiter, config_.name) {}
 
 Table::~Table() { Close(); }
 
