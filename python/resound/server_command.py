@@ -204,7 +204,8 @@ def _selector(resound: Any, table: dict[str, Any], key: str, where: str) -> Any:
         exponent = table.get("priority_exponent")
         if not isinstance(exponent, (int, float)) or isinstance(exponent, bool):
             raise ConfigError(
-                f"{where}.priority_exponent: a number in [0, 1] is required by a prioritized {key}"
+                f"{where}.priority_exponent: a finite number >= 0 is required by a prioritized "
+                f"{key} (as for selectors.Prioritized), got {exponent!r}"
             )
         return selectors.Prioritized(float(exponent))
     return {

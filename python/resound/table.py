@@ -61,7 +61,36 @@ def _claim(components: Sequence[tuple[str, Any]], table: Table) -> None:
 
 
 class Table:
-    """A replay table. See the module docstring for an example."""
+    """A replay table: items, how they are sampled and evicted, and a rate
+    limiter between its writers and readers.
+
+    Args:
+      name: the table's name, unique on its server; writers and samplers
+        name it.
+      sampler: picks the items to sample (``resound.selectors``: Uniform,
+        Prioritized, Fifo, Lifo, MinHeap, MaxHeap).
+      remover: picks the item to evict once ``max_size`` items are held
+        (the same selectors; usually Fifo).
+      max_size: the most items the table holds (>= 1).
+      rate_limiter: gates inserts and samples (``resound.rate_limiters``:
+        MinSize, SampleToInsertRatio, Queue, Stack).
+      max_times_sampled: an item sampled this many times is deleted
+        (< 1: never).
+      extensions: Reverb's table extensions; only an empty sequence is
+        accepted.
+      signature: the structure, dtypes and shapes items must have (a nest of
+        ``resound.TensorSpec``), or None for any.
+      max_bytes: (keyword-only, beyond Reverb) the most bytes the chunks of
+        the table's items may take; past it the remover evicts, and an item
+        larger on its own is refused with ValueError. None: no bound.
+
+    Example:
+        >>> from resound import rate_limiters, selectors
+        >>> table = Table('replay', selectors.Uniform(), selectors.Fifo(),
+        ...               max_size=1000, rate_limiter=rate_limiters.MinSize(1))
+        >>> table.info.max_size
+        1000
+    """
 
     def __init__(
         self,
