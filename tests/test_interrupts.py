@@ -18,6 +18,10 @@ CHILD = textwrap.dedent(
     import faulthandler
     faulthandler.dump_traceback_later(45, exit=True)
     import os, signal, threading, time
+    # Python leaves SIGINT ignored if it was at start, as it is for a job
+    # started in the background by a shell without job control (and for
+    # everything such a job starts): take Python's own handler in any case.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     import numpy as np
     import resound
 
