@@ -4,8 +4,8 @@ Actor threads play random episodes and write overlapping sequences with a
 ``TrajectoryWriter`` into a prioritized table; a learner thread samples
 batches (prefetched on a background thread) under a SampleToInsertRatio
 rate limiter and writes new priorities back. Everything runs in this process
-with no socket (``Server(..., listen=False)``). It prints a progress bar and
-a summary.
+with no socket (``Server(..., listen=False)``). It prints a progress bar, or
+plain lines every few seconds when stdout is not a terminal, and a summary.
 
 Example:
     $ python -m resound --seconds 5 --actors 2
@@ -147,16 +147,23 @@ def main(argv: list[str] | None = None) -> int:
     for thread in threads:
         thread.start()
     width = 30
+    # On a terminal, one bar redrawn in place; elsewhere (a log file, a CI
+    # job), a plain line every few seconds instead of carriage returns.
+    terminal = sys.stdout.isatty()
+    refresh = 0.25 if terminal else min(5.0, max(1.0, args.seconds / 10))
     while (elapsed := time.perf_counter() - start) < args.seconds:
-        time.sleep(min(0.25, args.seconds - elapsed))  # the progress bar's refresh period
+        time.sleep(min(refresh, args.seconds - elapsed))
         done = min(1.0, (time.perf_counter() - start) / args.seconds)
         info = client.server_info()[_TABLE]
         limiter = info.rate_limiter_info
-        sys.stdout.write(
-            f"\r[{'#' * int(done * width):<{width}}] {done:4.0%}  "
+        counts = (
             f"items {limiter.insert_stats.completed:>9,}  "
             f"samples {limiter.sample_stats.completed:>10,}  size {info.current_size:>7,}"
         )
+        if terminal:
+            sys.stdout.write(f"\r[{'#' * int(done * width):<{width}}] {done:4.0%}  {counts}")
+        else:
+            sys.stdout.write(f"{time.perf_counter() - start:5.1f} s  {done:4.0%}  {counts}\n")
         sys.stdout.flush()
     stop.set()
     info = client.server_info()[_TABLE]
@@ -166,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
         thread.join(timeout=5)
     limiter = info.rate_limiter_info
     inserts, samples = limiter.insert_stats.completed, limiter.sample_stats.completed
-    print()
+    if terminal:
+        print()  # ends the bar's line
     print(f"inserted  {inserts:>10,} items   ({inserts / elapsed:,.0f} items/s)")
     print(f"sampled   {samples:>10,} items   ({samples / elapsed:,.0f} samples/s)")
     print(
