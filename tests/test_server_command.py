@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import socket
 import subprocess
 from pathlib import Path
 
@@ -110,6 +112,44 @@ def test_a_bad_config_exits_non_zero_naming_the_key(tmp_path, change, message):
     assert result.returncode == 2
     assert message in result.stderr, result.stderr
     assert "serving" not in result.stderr  # nothing was started
+
+
+def test_a_stats_line_per_table_follows_the_traffic(config):
+    served = ServerProcess(config, "--stats-every", "0.2")
+    try:
+        port = int(served.wait_for(r"serving 2 table\(s\) on 127\.0\.0\.1:(\d+)").group(1))
+        client = resound.Client(f"127.0.0.1:{port}")
+        for _ in range(3):
+            client.insert({"obs": np.zeros(3, np.float32)}, priorities={"replay": 1.0})
+        served.wait_for(r"table 'queue': 0 / 10 items")
+        line = served.wait_for(r"table 'replay': 3 / 100 items, [\d.]+ MiB, [\d,]+ inserts/s")
+        assert "samples/s" in line.string
+    finally:
+        assert served.stop() == 0
+
+
+def test_log_level_warning_leaves_out_the_info_lines(config, tmp_path):
+    bad = subprocess.run(
+        server_command("--config", str(config), "--stats-every", "-1"),
+        capture_output=True, text=True, timeout=SAFETY,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "--stats-every must be" in bad.stderr
+    with socket.socket() as probe:  # a port nothing listens on now
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    served = ServerProcess(config, "--log-level", "warning", "--port", str(port))
+    try:  # answering means it logged its start already, had it been asked to
+        assert sorted(resound.Client(f"127.0.0.1:{port}").server_info(timeout=SAFETY)) == [
+            "queue",
+            "replay",
+        ]
+    finally:
+        status = served.stop(signal.SIGINT)
+    lines = []
+    while (line := served.lines.get(timeout=SAFETY)) != "":
+        lines.append(line)
+    assert status == 0
+    assert not [line for line in lines if "serving" in line or "restoring" in line], lines
 
 
 def test_port_0_serves_on_a_free_port(config):

@@ -41,6 +41,7 @@ __all__ = [
 ]
 
 _log = logging.getLogger("resound.server")
+_LOG_LEVELS = ("debug", "info", "warning", "error")
 
 EXAMPLE_CONFIG = """\
 # Where to serve. 127.0.0.1 admits only this machine; "0.0.0.0" (or "::")
@@ -316,6 +317,20 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"resound-server {__version__}")
     parser.add_argument(
+        "--log-level",
+        choices=_LOG_LEVELS,
+        default="info",
+        help="the least severe log lines shown (default: info); debug also shows gRPC's own",
+    )
+    parser.add_argument(
+        "--stats-every",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="log a line per table (size, MiB, inserts/s, samples/s) every SECONDS "
+        "(default: 60; 0: never)",
+    )
+    parser.add_argument(
         "--config", required=True, metavar="FILE", help="TOML file with [server] and [[tables]]"
     )
     parser.add_argument(
@@ -451,8 +466,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["inspect"]:
         return inspect_main(argv[1:])
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s resound-server %(message)s")
+    level = getattr(logging, args.log_level.upper())
+    logging.basicConfig(level=level, format="%(asctime)s resound-server %(message)s")
+    # gRPC's C++ core writes its own lines to stderr; they reach the terminal
+    # only when asked for (or when GRPC_VERBOSITY is set by the user).
+    os.environ.setdefault("GRPC_VERBOSITY", "DEBUG" if level <= logging.DEBUG else "NONE")
     try:
+        if not (math.isfinite(args.stats_every) and args.stats_every >= 0):
+            raise ConfigError(
+                f"--stats-every must be a number of seconds >= 0 (0: never), got {args.stats_every}"
+            )
         if args.checkpoint_dir is None and (
             args.checkpoint_every is not None or args.checkpoint_on_stop
         ):
@@ -550,6 +573,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     def checkpoint_periodically(every: float) -> None:
         while not stop.wait(every):
             checkpoint("periodic")
+
+    if args.stats_every > 0:
+        from resound._server_stats import StatsLine
+
+        stats = StatsLine(server)
+
+        def log_stats(every: float) -> None:
+            while not stop.wait(every):
+                for line in stats.lines():
+                    _log.info("%s", line)
+
+        threading.Thread(
+            target=log_stats, args=(args.stats_every,), name="resound-stats", daemon=True
+        ).start()
 
     if args.checkpoint_every is not None:
         threading.Thread(
