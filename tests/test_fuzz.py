@@ -20,13 +20,13 @@ import contextlib
 import math
 import os
 import struct
+import sys
 from pathlib import Path
 from typing import Any
 
 import grpc
 import numpy as np
 import pytest
-import tomllib
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -37,6 +37,11 @@ from resound.errors import CheckpointError
 from resound.server_command import ConfigError, tables_from_config
 
 from conftest import SAFETY, file_of, records_of
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # a runtime dependency there (pyproject.toml)
+    import tomli as tomllib
 
 P = _proto
 _EXAMPLES = int(os.environ.get("RESOUND_FUZZ_EXAMPLES", "0"))
