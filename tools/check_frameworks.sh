@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# Runs the whole test suite beside TensorFlow, PyTorch and JAX, plus the
-# interop tests in tests_frameworks/ (which pytest's default testpaths never
-# collect).
+# Runs the interop tests in tests_frameworks/ (which pytest's default
+# testpaths never collect) beside TensorFlow, PyTorch and JAX.
 #
 #   bash tools/check_frameworks.sh
 #
@@ -11,11 +10,11 @@
 #   .venv-frameworks-tf          numpy 1.26 + tensorflow-cpu 2.15 + torch (the numpy 1.x check)
 #   .venv-frameworks-jax         numpy 2.x  + jax (CPU)          + torch
 #   .venv-frameworks-tf-current  numpy 2.x  + the newest tensorflow-cpu
-# The first runs `pytest tests` (the whole suite, here on numpy 1.26) and the
-# TensorFlow and PyTorch tests (tests_frameworks/test_<framework>_*.py); the
-# second the JAX and PyTorch tests on numpy 2 (the README's command already
-# runs the whole suite on numpy 2); the third the TensorFlow tests on the
-# newest TensorFlow. TensorFlow 2.15
+# The first runs the TensorFlow and PyTorch tests
+# (tests_frameworks/test_<framework>_*.py) on numpy 1.26; the second the JAX
+# and PyTorch tests on numpy 2; the third the TensorFlow tests on the newest
+# TensorFlow. The whole suite runs on numpy 2 (the README's command) and on
+# numpy 1.x (tools/check_pythons.sh, on Python 3.10). TensorFlow 2.15
 # has wheels up to Python 3.11 only, so every venv uses Python 3.11
 # (FRAMEWORKS_PYTHON overrides the interpreter).
 #
@@ -96,7 +95,7 @@ wheel=$(echo "$wheelhouse"/resound_rl-*.whl)  # the distribution resound-rl
 echo "== numpy 1.26, TensorFlow 2.15, PyTorch"
 pip "$tf_venv" install --force-reinstall --no-deps "$wheel"
 pip "$tf_venv" install "numpy<2" "tensorflow-cpu~=2.15.0" "$torch_requirement" "$wheel[test]"
-run_tests "$tf_venv" tests tests_frameworks/test_tensorflow_*.py tests_frameworks/test_torch_*.py
+run_tests "$tf_venv" tests_frameworks/test_tensorflow_*.py tests_frameworks/test_torch_*.py
 
 echo "== numpy 2.x, JAX, PyTorch"
 new_venv "$jax_venv"
