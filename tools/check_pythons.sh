@@ -9,14 +9,16 @@
 # users have) is covered by the whole suite too. Each Python gets its own
 # virtualenv (.venv-py3.X) and, through scikit-build-core's build/{wheel_tag},
 # its own build folder, so re-runs recompile only what changed.
-# An interpreter is looked for as pythonX.Y on PATH, then under pyenv.
+# An interpreter is looked for under pyenv's versions, then as pythonX.Y on
+# PATH; one is taken only if it runs (pyenv's shims exist for versions that
+# are installed but not selected, and refuse to run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 find_python() {
   local version="$1"
-  for candidate in "python$version" "/root/.pyenv/versions/$version"*/bin/python3; do
-    if command -v "$candidate" > /dev/null 2>&1; then
+  for candidate in "${PYENV_ROOT:-$HOME/.pyenv}/versions/$version"*/bin/python3 "python$version"; do
+    if command -v "$candidate" > /dev/null 2>&1 && "$candidate" -c "" > /dev/null 2>&1; then
       command -v "$candidate"
       return 0
     fi
