@@ -307,9 +307,17 @@ class ServerProcess:
         self.lines.put("")
 
     def wait_for(self, pattern: str) -> re.Match[str]:
+        """The first line to come that matches ``pattern``; fails after SAFETY
+        seconds in all (a server logging periodically never goes quiet)."""
         seen = []
+        deadline = time.monotonic() + SAFETY
         while True:
-            line = self.lines.get(timeout=SAFETY)
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(
+                    f"the server logged no line matching {pattern!r}: {''.join(seen)}"
+                ) from None
             seen.append(line)
             assert line, f"the server exited before logging {pattern!r}: {''.join(seen)}"
             match = re.search(pattern, line)

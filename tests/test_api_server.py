@@ -4,7 +4,9 @@ under, stop() cancelling blocked callers, wait() and the context manager."""
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import socket
 
 import numpy as np
@@ -330,3 +332,26 @@ def test_the_server_listens_on_loopback_only_unless_told_otherwise() -> None:
         assert listening_on(everywhere.port) == {"00000000"}
     finally:
         everywhere.stop()
+
+
+def test_a_server_logs_its_start_checkpoints_restores_and_stop(tmp_path, caplog) -> None:
+    caplog.set_level(logging.INFO, logger="resound.server")
+    checkpointer = resound.checkpointers.DefaultCheckpointer(str(tmp_path))
+    with resound.Server([resound.Table.queue("q", 10)], checkpointer=checkpointer) as server:
+        server.in_process_client().insert(np.zeros(1000, np.float32), priorities={"q": 1.0})
+        path = server.checkpoint()
+    restored = resound.Server(
+        [resound.Table.queue("q", 10)], listen=False, checkpointer=checkpointer
+    )
+    restored.stop()
+    lines = [record.getMessage() for record in caplog.records if record.name == "resound.server"]
+    assert lines[0] == f"serving 1 table(s) on 127.0.0.1:{server.port} (plaintext)"
+    assert re.fullmatch(
+        rf"checkpoint written: {re.escape(path)} \(1 items, [\d.]+ MiB in 1 table\(s\), [\d.]+ s\)",
+        lines[1],
+    )
+    assert re.fullmatch(r"stopped after \d+ s", lines[2])
+    assert re.fullmatch(
+        rf"restored {re.escape(path)}: 1 items, [\d.]+ MiB in 1 table\(s\) in [\d.]+ s", lines[3]
+    )
+    assert re.fullmatch(r"stopped after \d+ s", lines[4]) and len(lines) == 5

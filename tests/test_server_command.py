@@ -228,7 +228,7 @@ def test_checkpoints_on_stop_and_restores_at_start(config, tmp_path):
             client.insert({"obs": obs}, priorities={"replay": 1.0 + value})
     finally:
         assert served.stop() == 0
-    written = served.wait_for(r"checkpoint \(on stop\) written: (\S+)").group(1)
+    written = served.wait_for(r"checkpoint written: (\S+)").group(1)
     assert Path(written).parent == directory
     again = ServerProcess(config, "--checkpoint-dir", str(directory))
     try:
@@ -262,7 +262,7 @@ def test_checkpoints_periodically_and_inspect_reports_them(config, tmp_path):
     try:
         client = resound.Client(f"127.0.0.1:{serving_port(served)}")
         client.insert({"obs": np.zeros(3, np.float32)}, priorities={"replay": 1.0})
-        served.wait_for(r"checkpoint \(periodic\) written: (\S+)")
+        served.wait_for(r"checkpoint written: (\S+)")
         wait_until(a_checkpoint_holds_the_item, "a periodic checkpoint holding the item")
     finally:
         assert served.stop() == 0

@@ -23,7 +23,9 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -45,6 +47,10 @@ from resound.client import Client
 from resound.errors import NotFoundError
 from resound.table import Table
 from resound.tls import ServerTls
+
+# Start, stop, restores and checkpoints, at INFO (shown once the application
+# configures logging, as resound-server does).
+_LOGGER = logging.getLogger("resound.server")
 
 __all__ = ["Server"]
 
@@ -223,13 +229,32 @@ class Server:
         self._checkpoint_lock = threading.Lock()
         if checkpointer is not None:
             # Before any client can reach the tables.
-            checkpointer.load_latest(tables)
+            started = time.perf_counter()
+            restored = checkpointer.load_latest(tables)
+            if restored is not None:
+                _LOGGER.info(
+                    "restored %s: %s in %.1f s",
+                    restored,
+                    self._contents(),
+                    time.perf_counter() - started,
+                )
         self._stopped = threading.Event()
+        self._started = time.monotonic()
         self._port: int | None = None
         self._serving: Any = None  # the ServingLoop of a listening server
         if listen:
             self._port = self._serve(host, 0 if port is None else port)
             local_servers.register(self._port, self)
+            security = "plaintext" if tls is None else repr(tls)
+            _LOGGER.info(
+                "serving %d table(s) on %s:%d (%s)", len(self._tables), host, self._port, security
+            )
+
+    def _contents(self) -> str:
+        """What the tables hold, for the log: items and MiB."""
+        items = sum(table._core.info().current_size for table in self._tables.values())
+        stored = sum(table._core.info().memory_bytes for table in self._tables.values())
+        return f"{items:,} items, {stored / 2**20:,.1f} MiB in {len(self._tables)} table(s)"
 
     def _serve(self, host: str, port: int) -> int:
         keep_message_buffers_warm()
@@ -309,7 +334,15 @@ class Server:
             if self._checkpointer is None:
                 self._checkpointer = default_checkpointer()
             checkpointer = self._checkpointer
-        return checkpointer.save(list(self._tables.values()))
+        started = time.perf_counter()
+        path = checkpointer.save(list(self._tables.values()))
+        _LOGGER.info(
+            "checkpoint written: %s (%s, %.1f s)",
+            path,
+            self._contents(),
+            time.perf_counter() - started,
+        )
+        return path
 
     def in_process_client(self) -> Client:
         """A client that calls this server's tables directly (no socket)."""
@@ -340,6 +373,8 @@ class Server:
             self._serving.stop(grace=_STOP_GRACE_SECONDS, wait=wait)
         if self._port is not None:
             local_servers.unregister(self._port, self)
+        if wait:  # not from a finalizer, which may run anywhere
+            _LOGGER.info("stopped after %.0f s", time.monotonic() - self._started)
 
     def wait(self) -> None:
         """Blocks until :meth:`stop` is called (Ctrl-C raises KeyboardInterrupt

@@ -564,11 +564,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def checkpoint(why: str) -> None:
         try:
-            path = server.checkpoint()
+            server.checkpoint()  # which logs what it wrote
         except (ValueError, RuntimeError, OSError) as error:  # logged; serving goes on
             _log.error("checkpoint (%s) failed: %s", why, error)
-            return
-        _log.info("checkpoint (%s) written: %s", why, path)
 
     def checkpoint_periodically(every: float) -> None:
         while not stop.wait(every):
@@ -605,14 +603,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGINT, request_stop)
     for table in tables:
         _log.info("table %s", table)
-    security = "plaintext" if tls is None else repr(tls)
-    _log.info("serving %d table(s) on %s:%d (%s)", len(tables), host, server.port, security)
     while not stop.wait(0.5):
         pass
     if args.checkpoint_on_stop:
         checkpoint("on stop")
     server.stop()
-    _log.info("stopped")
     return 0
 
 
