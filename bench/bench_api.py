@@ -1,13 +1,14 @@
 """The embedded Python API of resound against dm-reverb, workload by workload.
 
-Every workload of /work/shared/anchors.md, through the public API only:
+Every workload of bench/README.md ("Reference figures"), through the public
+API only:
 
   * resound in embedded mode: ``Server(tables, listen=False)`` and
     ``server.in_process_client()``;
   * dm-reverb in-process, when ``import reverb`` works in this interpreter:
     ``reverb.Server(tables)`` and ``reverb.Client(f'localhost:{server.port}')``.
-    Without it, the anchors' in-process figures (dm-reverb 0.14.0) are the
-    reference and the table says so.
+    Without it, the in-process reference figures of bench/README.md
+    (dm-reverb 0.14.0) are the reference and the table says so.
 
 Each rate is the median of 3 repeats; each repeat runs for a fixed time
 (time.perf_counter) and counts the units done, flushes included. Resound and
@@ -24,13 +25,13 @@ Notes on the set-up (the same for both libraries):
     timestep per item rather than splitting the 1-D payload into scalars;
   * insert tables hold 20,000 items (1,000 for 400 KB) and are filled before
     timing, so timed inserts run in the steady state (each one evicts, Fifo);
-  * "concurrent" uses threads in this one process (the anchors' figures are
+  * "concurrent" uses threads in this one process (the reference figures are
     for processes against a gRPC server; embedded mode has no server process);
   * memory, import time and idle RSS are measured in fresh subprocesses.
 
-Targets come from anchors.md's targets table. Where it names a path rather
-than a row, this bench applies the path's target to every row on it: the
-writer-insert target (>= 5x and >= cpprb's 97k/s) to insert_writer,
+Targets come from the targets table of bench/README.md. Where it names a
+path rather than a row, this bench applies the path's target to every row on
+it: the writer-insert target (>= 5x and >= cpprb's 97k/s) to insert_writer,
 insert_writer_flush2 and insert_trajectory at 400 B and 4 KB; the
 client.sample target (>= 5x; >= 1.5x at 400 KB) to sample_*, sample_n1 and
 concurrent_sample_*; >= 5x to concurrent_insert_*.
@@ -63,7 +64,7 @@ import resound
 
 from _common import fmt_rate, print_table
 
-# --- the anchors (dm-reverb 0.14.0, in-process column of anchors.md)
+# --- the reference figures (dm-reverb 0.14.0, in-process column of bench/README.md)
 
 PAYLOADS = {"400 B": 100, "4 KB": 1_000, "400 KB": 100_000}
 CPPRB_ADD_1_PER_CALL = 97_000.0
@@ -94,7 +95,7 @@ ANCHORS: dict[tuple[str, str], float] = {
     ("idle_rss", "-"): 480e6,  # bytes
 }
 # Batched sampling has no Reverb counterpart: it is compared with Reverb's
-# client.sample of the same table (which is what the anchors' target means).
+# client.sample of the same table (which is what its target means).
 for _payload in PAYLOADS:
     for _name in ("sample_batch", "sample_batches"):
         ANCHORS[(_name, _payload)] = ANCHORS[("sample_uniform", _payload)]
@@ -102,7 +103,7 @@ for _payload in PAYLOADS:
 
 @dataclass
 class Target:
-    """A target from anchors.md: ratio (resound/reverb) >= or <= `ratio`, and
+    """A target from bench/README.md: ratio (resound/reverb) >= or <= `ratio`, and
     optionally an absolute bound on resound's own value."""
 
     ratio: float
@@ -613,7 +614,7 @@ class Row:
 
 
 def build_rows() -> list[Row]:
-    """All rows, in the display order of anchors.md."""
+    """All rows, in the display order of bench/README.md."""
     rows = [Row("insert_writer", payload, w_insert_writer) for payload in PAYLOADS]
     rows += [
         Row("insert_writer_flush2", "4 KB", lambda *a: w_insert_writer(*a, flush2=True)),
@@ -686,7 +687,7 @@ def main() -> int:
         "--only", action="append", metavar="NAME", help="workload name or pattern (repeatable)"
     )
     parser.add_argument(
-        "--no-reverb", action="store_true", help="do not import reverb; compare with the anchors"
+        "--no-reverb", action="store_true", help="do not import reverb; use bench/README.md"
     )
     args = parser.parse_args()
     settings = (
@@ -718,7 +719,7 @@ def main() -> int:
         print(f"dm-reverb {version} imported: measured in-process in this run")
     else:
         print(f"dm-reverb is ABSENT in this interpreter ({reverb_error});")
-        print("the reference column shows the anchors.md in-process figures (dm-reverb 0.14.0)")
+        print("the reference column shows bench/README.md's in-process figures (dm-reverb 0.14.0)")
     with open("/proc/loadavg") as loadavg:
         print(f"load average at start: {' '.join(loadavg.read().split()[:3])}")
     print("concurrent_* rows use threads in one process (embedded mode has no server process)")
@@ -785,7 +786,7 @@ def main() -> int:
                 met,
             ]
         )
-    reference_header = "reverb (same run)" if have_reverb else "reverb 0.14.0 (anchors.md)"
+    reference_header = "reverb (same run)" if have_reverb else "reverb 0.14.0 (bench/README.md)"
     print_table(
         "resound embedded API vs dm-reverb in-process (medians of "
         f"{settings.repeats}; ratio = resound / reference)",

@@ -1,5 +1,6 @@
 """resound over gRPC against dm-reverb over gRPC: the server runs in another
-process, the client here (the "remote" column of /work/shared/anchors.md).
+process, the client here (the "remote" column of bench/README.md's reference
+figures).
 
 Workloads (4 KB payloads unless said otherwise):
   * insert_writer: append + create_item over the last step, flush at the end
@@ -25,12 +26,12 @@ Workloads (4 KB payloads unless said otherwise):
 Each library's server is a fresh subprocess per workload (`resound-server`
 logic through resound.Server; reverb.Server for dm-reverb); dm-reverb is
 measured when `import reverb` works in this interpreter, otherwise the
-anchors' remote figures are the reference and the table says so. Rates are
-medians of 3 timed repeats, flushes included.
+remote reference figures of bench/README.md are the reference and the table
+says so. Rates are medians of 3 timed repeats, flushes included.
 
-Targets (anchors.md): writer inserts at 4 KB >= 2x (applied to every writer
-row, concurrent ones included); sampling 256/call at 4 KB >= 3x (per process
-count too) and at 400 KB >= 2x. Rows without a target are shown for
+Targets (bench/README.md): writer inserts at 4 KB >= 2x (applied to every
+writer row, concurrent ones included); sampling 256/call at 4 KB >= 3x (per
+process count too) and at 400 KB >= 2x. Rows without a target are shown for
 reference.
 
 Usage: python bench/bench_remote.py [--quick] [--only NAME ...] [--no-reverb]
@@ -55,7 +56,7 @@ from _bare_grpcio import grpc_ceiling, grpc_floor
 from _common import fmt_rate, print_table
 
 PAYLOADS = {"400 B": 100, "4 KB": 1_000, "400 KB": 100_000}
-ANCHORS = {  # dm-reverb 0.14.0, remote column of anchors.md (items/s)
+ANCHORS = {  # dm-reverb 0.14.0, remote column of bench/README.md (items/s)
     ("insert_writer", "400 B"): 19_900,
     ("insert_writer", "4 KB"): 20_400,
     ("insert_writer", "400 KB"): 2_150,
@@ -342,7 +343,7 @@ def concurrent(lib: str, kind: str, processes: int, seconds: float, items: int) 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="short runs (smoke)")
-    parser.add_argument("--no-reverb", action="store_true", help="compare with the anchors")
+    parser.add_argument("--no-reverb", action="store_true", help="compare with bench/README.md")
     parser.add_argument(
         "--only", action="append", metavar="NAME", help="workload name or pattern (repeatable)"
     )
@@ -356,7 +357,7 @@ def main() -> None:
             libs.append("reverb")
             print("dm-reverb imported: its server runs in another process too")
         except ImportError:
-            print("dm-reverb not importable here: the anchors' remote figures are the reference")
+            print("dm-reverb not importable here: bench/README.md's remote figures are used")
     workloads: list[tuple[str, str, Callable[[str], float]]] = []
     for payload in PAYLOADS:
         workloads.append(

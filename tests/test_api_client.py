@@ -1,5 +1,5 @@
-"""resound.Client (semantics §2.7, §2.11, §2.12, §3.3-3.7 and deviations.md
-items 1, 4, 8 and "Batched sampling"): insert, the sample generator,
+"""resound.Client (docs/semantics.md §2.2-§2.7, §4, §6 and §8;
+docs/compatibility.md items 6, 9, 14 and 23): insert, the sample generator,
 sample_batch, sample_batches, priorities, reset, server_info, pickling."""
 
 from __future__ import annotations
@@ -738,8 +738,9 @@ def test_non_prioritized_tables_accept_negative_but_not_infinite_priorities(
 def test_deleting_from_a_full_queue_does_not_make_room(
     server: resound.Server, client: resound.Client
 ) -> None:
-    # Reverb's quirk (semantics §3.5): the queue limiter counts samples, not
-    # the size, so a delete leaves inserts blocked until a sample happens.
+    # Reverb's quirk (docs/semantics.md §4.4): the queue limiter counts
+    # samples, not the size, so a delete leaves inserts blocked until a
+    # sample happens.
     for value in range(10):
         client.insert(value, priorities={"queue": 1.0})
     table = server.table("queue")

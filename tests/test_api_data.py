@@ -1,7 +1,8 @@
-"""Data in and out (deviations.md "Not tied to TensorFlow", semantics §2.7,
-§3.10): numpy dtypes, strings, Python scalars and shapes round trip through
-Client.insert + sample and sample_batch; nested data and signatures; the
-TensorSpec class, signature encoding and resound.nest (dm-tree order)."""
+"""Data in and out (docs/compatibility.md items 1-3, docs/semantics.md §1.3,
+§2.10, §6.2-§6.4): numpy dtypes, strings, Python scalars and shapes round
+trip through Client.insert + sample and sample_batch; nested data and
+signatures; the TensorSpec class, signature encoding and resound.nest
+(dm-tree order)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The Reverb-compatible selector and rate limiter classes (semantics §2.2,
-§2.3, §3.5 and deviations.md item 7): names, reprs, the numbers each
+"""The Reverb-compatible selector and rate limiter classes (docs/semantics.md
+§3.6, §4.3 and docs/compatibility.md item 13): names, reprs, the numbers each
 construction computes, and validation errors that name the argument."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""resound.Server (semantics §2.5, deviations.md "Embedded mode" and item 3):
+"""resound.Server (docs/semantics.md §7, docs/compatibility.md items 8 and 22):
 construction errors, the embedded mode and the addresses clients reach it
 under, stop() cancelling blocked callers, wait() and the context manager."""
 

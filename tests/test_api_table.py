@@ -1,6 +1,6 @@
-"""resound.Table (semantics §2.4, §3.5 and deviations.md item 7): constructor
-validation, one table per selector/limiter object, queue and stack tables,
-the rate-limiter queries, info, replace and repr."""
+"""resound.Table (docs/semantics.md §2.1, §4 and docs/compatibility.md item
+13): constructor validation, one table per selector/limiter object, queue and
+stack tables, the rate-limiter queries, info, replace and repr."""
 
 from __future__ import annotations
 
@@ -272,7 +272,7 @@ def test_can_sample_and_can_insert_follow_the_rate_limiter() -> None:
 
 
 def test_can_sample_ignores_max_times_sampled() -> None:
-    # Reverb's quirk (§2.4): a pure rate-limiter query.
+    # Reverb's quirk (docs/semantics.md §4.6): a pure rate-limiter query.
     table = make_table(rate_limiter=rate_limiters.MinSize(1), max_times_sampled=1)
     with resound.Server([table], listen=False) as server:
         client = server.in_process_client()

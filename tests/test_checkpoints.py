@@ -1,9 +1,9 @@
-"""Checkpoints (issue 5; deviations.md items 5 and 9): client.checkpoint()
-over both transports, DefaultCheckpointer restoring at server start, the
-same items, priorities, counters and sampling order afterwards, keeping only
-the newest checkpoints (and only its own files), refusing damaged files with
-a clear error, saving while writers and samplers run, and a process killed
-in the middle of a save."""
+"""Checkpoints (issue 5; docs/semantics.md §9, docs/compatibility.md items 11
+and 15): client.checkpoint() over both transports, DefaultCheckpointer
+restoring at server start, the same items, priorities, counters and sampling
+order afterwards, keeping only the newest checkpoints (and only its own
+files), refusing damaged files with a clear error, saving while writers and
+samplers run, and a process killed in the middle of a save."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Rate limiter semantics (reverb-semantics.md §3.5, §3.6) on a standalone
+"""Rate limiter semantics (docs/semantics.md §4.1-§4.5) on a standalone
 RateLimiter and through real Tables, including blocking, waking, deadlines,
 reset and close across threads.
 
@@ -110,7 +110,7 @@ def test_min_size_config(m: int) -> None:
 @pytest.mark.parametrize(
     ("spi", "min_size", "error_buffer", "expected"),
     [
-        (1.0, 10, 1.0, (9.0, 11.0)),  # the worked example of §3.5
+        (1.0, 10, 1.0, (9.0, 11.0)),  # a worked example of docs/semantics.md §4.4
         (1.5, 2, 3.0, (0.0, 6.0)),
         (0.5, 4, 1.0, (1.0, 3.0)),  # range exactly 2 * max(1, 0.5)
         (3.0, 2, 3.0, (3.0, 9.0)),  # range exactly 2 * max(1, 3)
@@ -244,7 +244,7 @@ def test_reset_counters_standalone() -> None:
 
 
 # ---------------------------------------------------------------------------
-# §3.5 worked examples on a standalone limiter
+# docs/semantics.md §4.4 worked examples on a standalone limiter
 
 
 def test_example_min_size_two_standalone() -> None:
@@ -395,7 +395,7 @@ def test_example_ratio_1_10_1_standalone() -> None:
 
 
 # ---------------------------------------------------------------------------
-# §3.5 worked examples through tables
+# docs/semantics.md §4.4 worked examples through tables
 
 
 def test_example_min_size_two_table(tables: Any, traj: list) -> None:

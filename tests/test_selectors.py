@@ -1,4 +1,5 @@
-"""Tests of the item selectors in resound._core (semantics page §3.2, deviations §1).
+"""Tests of the item selectors in resound._core (docs/semantics.md §3,
+docs/compatibility.md item 6).
 
 Random selectors are built with fixed seeds, so every statistical check below is
 deterministic; the tolerances are still chosen so that a correct implementation

@@ -1,7 +1,7 @@
-"""Table semantics (reverb-semantics.md §3.1, §3.3, §3.4, §3.7, §3.8 and
-deviations.md): insert, eviction, duplicates, sampling, max_times_sampled,
-mutate_priorities, reset, close, statistics, batch insert, snapshots, chunk
-lifetime and argument validation.
+"""Table semantics (docs/semantics.md §2.2-§2.11 and §5.8;
+docs/compatibility.md items 6, 12, 14 and 15): insert, eviction, duplicates,
+sampling, max_times_sampled, mutate_priorities, reset, close, statistics,
+batch insert, snapshots, chunk lifetime and argument validation.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""TrajectoryWriter through embedded servers (semantics §2.9, §3.11, §3.12,
-§6.2 items 14, 15, 17, 18; deviations 2 and 4): append and history, columns
+"""TrajectoryWriter through embedded servers (docs/semantics.md §5.1-§5.8;
+docs/compatibility.md items 7, 9, 10 and 16): append and history, columns
 and references, create_item validation, flush and end_episode (with rate
 limited tables and timeouts), close, configure, compression and round trips of
 every kind of data."""
@@ -537,7 +537,8 @@ def test_history_indexing(serve):
     ids=lambda p: "-".join(map(str, p)),
 )
 def test_out_of_order_rows_of_one_chunk_are_written_as_given(serve, positions):
-    # Deviation 2: Reverb merged these into one slice from the first offset.
+    # docs/compatibility.md item 7: Reverb merged these into one slice from
+    # the first offset.
     _, client = serve(queue())
     writer = client.trajectory_writer(4, max_chunk_length=4)
     for i in range(4):
@@ -875,7 +876,8 @@ def test_create_item_checks_the_table_signature(serve, make_trajectory, message)
 
 def test_without_validation_the_table_refuses_a_mismatched_item(serve):
     # validate_items=False skips the writer's check; the table still checks
-    # (deviation 9), and as in Reverb a refused item is a permanent error.
+    # (docs/compatibility.md item 15), and as in Reverb a refused item is a
+    # permanent error.
     server, client = serve(queue(signature=SIGNATURE))
     writer = client.trajectory_writer(2, validate_items=False)
     for step in range(2):
@@ -925,7 +927,8 @@ def test_create_item_never_blocks(serve):
 
 @in_process_only
 def test_unbounded_run_ahead_is_kept_in_order(serve):
-    # §6.2 item 15: items wait in the writer; all arrive, in order, once sampled.
+    # docs/semantics.md §5.4: in-process, items wait in the writer without bound;
+    # all arrive, in order, once sampled.
     server, client = serve(queue(max_size=3))
     writer = client.trajectory_writer(1)
     fill_queue(writer, 20)
