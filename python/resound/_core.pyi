@@ -17,7 +17,12 @@ WAKE_INSERTS: int
 WAKE_SAMPLES: int
 
 class ReverbError(Exception): ...
-class DeadlineExceededError(ReverbError, TimeoutError): ...
+
+class DeadlineExceededError(ReverbError, TimeoutError):
+    # Set on the error of a batch insert (Table.insert_batch, insert_packed)
+    # that stopped early: the items that went in before it.
+    num_inserted: int
+
 class CancelledError(ReverbError, RuntimeError): ...
 
 class Chunk:
