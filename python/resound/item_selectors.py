@@ -19,12 +19,9 @@ import math
 import numbers
 import sys
 import weakref
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from resound import _core
-
-if TYPE_CHECKING:
-    from resound.table import Table
 
 __all__ = [
     "Fifo",
@@ -43,8 +40,9 @@ class ItemSelector:
     """Base class of the selectors; holds the core's options for the kind."""
 
     _kind: str = ""
-    # Set by the table the selector is given to (one table per selector).
-    _resound_owner: weakref.ref[Table]
+    # Set by the table the selector is given to (one table per selector). Not
+    # typed as a Table: this module is below resound.table (no import circle).
+    _resound_owner: weakref.ref[object]
 
     def __init__(self, *, priority_exponent: float = 0.0, seed: int | None = None) -> None:
         # Building a core selector validates the options once, here.

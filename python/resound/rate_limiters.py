@@ -21,12 +21,8 @@ import logging
 import numbers
 import sys
 import weakref
-from typing import TYPE_CHECKING
 
 from resound import _core
-
-if TYPE_CHECKING:
-    from resound.table import Table
 
 __all__ = ["MinSize", "Queue", "RateLimiter", "SampleToInsertRatio", "Stack"]
 
@@ -55,8 +51,9 @@ def _check_number(value: object, name: str) -> float:
 class RateLimiter:
     """The general limiter: samples_per_insert, min_size_to_sample, min_diff, max_diff."""
 
-    # Set by the table the limiter is given to (one table per limiter).
-    _resound_owner: weakref.ref[Table]
+    # Set by the table the limiter is given to (one table per limiter). Not
+    # typed as a Table: this module is below resound.table (no import circle).
+    _resound_owner: weakref.ref[object]
 
     def __init__(
         self,
