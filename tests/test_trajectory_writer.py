@@ -159,6 +159,10 @@ def test_fields_that_were_only_ever_none_read_none(serve):
     assert len(writer.history["y"]) == 2
     with pytest.raises(ValueError, match="cannot contain any None"):
         writer.history["y"][-1]
+    for index in (slice(-2, None), [0, 1], 0):  # slices too (they raised AttributeError)
+        with pytest.raises(ValueError, match="cannot contain any None") as raised:
+            writer.history["y"][index]
+        assert "num_keep_alive_refs" not in str(raised.value)
     writer.append({"x": 3, "y": 3.0})
     assert writer.history["y"][-1].numpy() == 3.0
     with pytest.raises(ValueError, match="cannot contain any None"):

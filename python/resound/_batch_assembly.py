@@ -80,7 +80,7 @@ def stack_parts(parts: Sequence[Any]) -> list[np.ndarray] | None:
     if len(stacked) == 1:
         return stacked[0]  # the core's own arrays: pooled, aligned
     try:
-        return [_concatenate(c) for c in zip(*stacked, strict=True)]  # type: ignore[arg-type]
+        return [_concatenate(c) for c in zip(*stacked, strict=True)]
     except ValueError:
         return None
 

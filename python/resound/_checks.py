@@ -23,7 +23,14 @@ def check_timeout(timeout: Any, name: str = "timeout", unit: str = "seconds") ->
     """None (wait forever) or a number >= 0, returned as a float."""
     if timeout is None:
         return None
-    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout >= 0:
+    # "< 0 or NaN" rather than "not >= 0": typeshed's numbers.Real declares
+    # only __lt__ and __le__.
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, numbers.Real)
+        or timeout < 0
+        or math.isnan(timeout)
+    ):
         raise ValueError(f"{name} must be None (wait forever) or {unit} >= 0, got {timeout!r}")
     return float(timeout)
 

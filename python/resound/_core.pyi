@@ -6,14 +6,23 @@ from typing import Any, SupportsIndex
 import numpy as np
 import numpy.typing as npt
 
-Slice = tuple[SupportsIndex, SupportsIndex, SupportsIndex]  # (chunk_key, offset, length)
-Column = tuple[Sequence[Slice], bool]  # (slices, squeeze)
-Trajectory = Sequence[Column]
+# Aliases of the stub only (private, so stubtest does not look for them at runtime).
+_Slice = tuple[SupportsIndex, SupportsIndex, SupportsIndex]  # (chunk_key, offset, length)
+_Column = tuple[Sequence[_Slice], bool]  # (slices, squeeze)
+_Trajectory = Sequence[_Column]
 
 MAX_SAMPLES_PER_CALL: int
+# The sides of a table's wake signal (Table.arm_wake, take_wakes): bit flags.
+WAKE_INSERTS: int
+WAKE_SAMPLES: int
 
 class ReverbError(Exception): ...
-class DeadlineExceededError(ReverbError, TimeoutError): ...
+
+class DeadlineExceededError(ReverbError, TimeoutError):
+    # Set on the error of a batch insert (Table.insert_batch, insert_packed)
+    # that stopped early: the items that went in before it.
+    num_inserted: int
+
 class CancelledError(ReverbError, RuntimeError): ...
 
 class Chunk:
@@ -224,12 +233,13 @@ class SampleBatch:
     def stack_columns(self) -> list[np.ndarray | None]:
         """One array per column ([batch, rows, *step_shape], or [batch, *step_shape]
         when squeezed), None where a column cannot be stacked from raw chunk rows."""
-    def pack(
-        self, begin: int, max_items: int, max_bytes: int
-    ) -> tuple[int, list[list[Any]], list[Chunk]]:
-        """(end, trajectory lists, chunks) of samples [begin, end): as many as fit
-        max_items and max_bytes of chunk payload (at least one), each chunk once.
-        The lists: num_columns, num_slices, squeeze, chunk_keys, offsets, lengths."""
+    def encode_response(
+        self, begin: int, max_items: int, max_bytes: int, mark_end: bool = False
+    ) -> tuple[int, bytes]:
+        """(end, serialized SampleResponse) of samples [begin, end): as many as fit
+        max_items and max_bytes of chunk payload (at least one), every chunk they
+        use once. With mark_end, the response that reaches the batch's last sample
+        has end_of_request set (SampleStream)."""
 
 class ItemSnapshot(_ItemView): ...
 
@@ -301,12 +311,12 @@ class Table:
         self,
         key: SupportsIndex,
         priority: float,
-        trajectory: Trajectory,
+        trajectory: _Trajectory,
         timeout: float | None = None,
     ) -> None: ...
     def insert_batch(
         self,
-        items: Sequence[tuple[SupportsIndex, float, Trajectory]],
+        items: Sequence[tuple[SupportsIndex, float, _Trajectory]],
         timeout: float | None = None,
     ) -> int: ...
     def insert_one(
@@ -337,6 +347,13 @@ class Table:
         updates: Mapping[int, float] | Iterable[tuple[int, float]] | None = None,
         deletes: Iterable[int] | None = None,
     ) -> tuple[int, int]: ...
+    # The event-driven server's waits (resound/wake_signal.h); side is
+    # WAKE_INSERTS or WAKE_SAMPLES.
+    def arm_wake(self, side: int) -> bool: ...
+    @property
+    def wake_fd(self) -> int: ...
+    def take_wakes(self) -> int: ...
+    def note_external_wait(self, side: int, waiting: int) -> None: ...
     def reset(self) -> None: ...
     def close(self) -> None: ...
     @property
@@ -384,14 +401,14 @@ class PackedTrajectories:
         lengths: npt.NDArray[np.int64],
     ) -> None: ...
     def __len__(self) -> int: ...
-    def unpack(self, holder: ChunkHolder) -> list[tuple[Trajectory, list[Chunk]]]: ...
+    def unpack(self, holder: ChunkHolder) -> list[tuple[_Trajectory, list[Chunk]]]: ...
 
 class InsertRequestEncoder:
     """The client end of an insert stream (queue, encode, confirm, resend)."""
 
     def __init__(self, store: ChunkStore) -> None: ...
     def add(
-        self, table: str, key: SupportsIndex, priority: float, trajectory: Trajectory
+        self, table: str, key: SupportsIndex, priority: float, trajectory: _Trajectory
     ) -> None: ...
     def add_one(
         self,
@@ -436,19 +453,19 @@ class InsertRequest:
     def __len__(self) -> int: ...
 
 def insert_response_keys(message: Any) -> npt.NDArray[np.uint64]: ...
-def pack_chunks(
-    chunks: Sequence[Chunk],
+def decode_sample_response(
+    message: Any, store: ChunkStore, holder: ChunkHolder
 ) -> tuple[
-    list[tuple[str, list[int], str, bool]],
-    list[int],
-    list[int],
-    list[int],
-    list[int],
-    list[int],
-    list[int],
-    list[int],
+    PackedTrajectories,
+    npt.NDArray[np.uint64],  # keys
+    npt.NDArray[np.float64],  # priorities
+    npt.NDArray[np.int32],  # times_sampled
+    npt.NDArray[np.float64],  # probabilities
+    npt.NDArray[np.int64],  # table_sizes
+    npt.NDArray[np.bool_],  # rate_limited
+    bool,  # end_of_request
+    bool,  # timed_out
 ]: ...
-def append_payloads(head: bytes, field_number: int, chunks: Sequence[Chunk]) -> bytes: ...
 def find_bytes_field(message: Any, field_number: int) -> tuple[int, int, int] | None: ...
 def stack_trajectories(
     packed_list: list[PackedTrajectories], store: ChunkStore
@@ -457,6 +474,7 @@ def stack_trajectories(
 # --- the shared pool of large buffers (block_pool.h); every buffer 64-byte aligned
 def pooled_empty(shape: Sequence[int], dtype: Any) -> np.ndarray: ...
 def pool_info() -> dict[str, int]: ...
+def keep_large_allocations_warm(mmap_threshold: int, trim_threshold: int) -> bool: ...
 
 # --- checkpoints (checkpoint.h; format in docs/checkpoint-format.md)
 class CheckpointError(ReverbError, ValueError): ...
@@ -464,3 +482,4 @@ class CheckpointError(ReverbError, ValueError): ...
 def save_checkpoint(tables: Sequence[Table], path: str) -> dict[str, Any]: ...
 def load_checkpoint(path: str, tables: Sequence[Table]) -> dict[str, Any]: ...
 def inspect_checkpoint(path: str) -> dict[str, Any]: ...
+def read_checkpoint_tables(path: str) -> dict[str, Any]: ...

@@ -290,7 +290,7 @@ class DefaultCheckpointer(CheckpointerBase):
             names = os.listdir(self._path)
         except (FileNotFoundError, NotADirectoryError):
             return []
-        removed = []
+        removed: list[str] = []
         for name in sorted(names):
             directory = os.path.join(self._path, name)
             if _NAME.fullmatch(name) is None or not os.path.isdir(directory):

@@ -458,14 +458,14 @@ class Client:
         counters (on every server; ConnectionError names any not reached)."""
         self._transport.reset(table)
 
-    def server_info(self, timeout: int | None = None) -> dict[str, TableInfo]:
+    def server_info(self, timeout: float | None = None) -> dict[str, TableInfo]:
         """TableInfo of every table by name (``timeout`` in seconds). With
         several servers, each table summed over those that answer (sizes,
         counts, bytes, rate limiter calls); see ``server_infos`` for each."""
         timeout = check_timeout(timeout)
         return self._transport.server_info(timeout)
 
-    def server_infos(self, timeout: int | None = None) -> dict[str, dict[str, TableInfo]]:
+    def server_infos(self, timeout: float | None = None) -> dict[str, dict[str, TableInfo]]:
         """``server_info`` of each server, by address (servers that do not
         answer are left out; ConnectionError if none does).
 

@@ -18,7 +18,8 @@ from __future__ import annotations
 import math
 import numbers
 import sys
-from typing import Any
+import weakref
+from typing import Any, Protocol
 
 from resound import _core
 
@@ -39,6 +40,9 @@ class ItemSelector:
     """Base class of the selectors; holds the core's options for the kind."""
 
     _kind: str = ""
+    # Set by the table the selector is given to (one table per selector). Not
+    # typed as a Table: this module is below resound.table (no import circle).
+    _resound_owner: weakref.ref[object]
 
     def __init__(self, *, priority_exponent: float = 0.0, seed: int | None = None) -> None:
         # Building a core selector validates the options once, here.
@@ -160,7 +164,19 @@ def MaxHeap() -> HeapSelector:  # noqa: N802 - Reverb's name for a constructor
     return HeapSelector(min_heap=False)
 
 
-def from_options(options: _core.SelectorOptions) -> ItemSelector:
+class _Options(Protocol):
+    """What :func:`from_options` reads: core options, or a checkpoint's
+    record of them."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def priority_exponent(self) -> float: ...
+    @property
+    def seed(self) -> int | None: ...
+
+
+def from_options(options: _Options) -> ItemSelector:
     """The selector object described by core options (used by TableInfo).
 
     Example:

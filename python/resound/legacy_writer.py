@@ -77,7 +77,7 @@ def check_writer_arguments(
     if (
         isinstance(chunk_length, bool)
         or not isinstance(chunk_length, numbers.Integral)
-        or not 1 <= chunk_length <= max_sequence_length
+        or not 1 <= int(chunk_length) <= max_sequence_length
     ):
         raise ValueError(
             f"chunk_length ({chunk_length!r}) must be a positive integer <= "

@@ -151,8 +151,11 @@ def _pack(structure: Any, flat: list[Any], index: int) -> tuple[Any, int]:
 def _rebuild_mapping(structure: Mapping[Any, Any], pairs: list[tuple[Any, Any]]) -> Any:
     if type(structure) is dict:
         return dict(pairs)
+    # A Mapping subclass's constructor is its own (Mapping declares none); the
+    # ones that take no pairs raise TypeError.
+    kind: Callable[..., Any] = type(structure)
     try:
-        return type(structure)(pairs)
+        return kind(pairs)
     except TypeError:
         return dict(pairs)
 

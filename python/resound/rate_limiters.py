@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import numbers
 import sys
+import weakref
 
 from resound import _core
 
@@ -35,9 +36,10 @@ def _check_integer(value: object, name: str) -> int:
 
 
 def _check_int(value: object, name: str, minimum: int) -> int:
-    if _check_integer(value, name) < minimum:
+    number = _check_integer(value, name)
+    if number < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
+    return number
 
 
 def _check_number(value: object, name: str) -> float:
@@ -48,6 +50,10 @@ def _check_number(value: object, name: str) -> float:
 
 class RateLimiter:
     """The general limiter: samples_per_insert, min_size_to_sample, min_diff, max_diff."""
+
+    # Set by the table the limiter is given to (one table per limiter). Not
+    # typed as a Table: this module is below resound.table (no import circle).
+    _resound_owner: weakref.ref[object]
 
     def __init__(
         self,

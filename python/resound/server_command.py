@@ -515,7 +515,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if port == 0:
             port = None  # the Server picks a free port
         tls = _tls_settings(args, server_config)
-        limits = {}
+        # Keyword arguments of resound.Server, each an int or None.
+        limits: dict[str, Any] = {}
         for key in (
             "max_bytes", "max_message_bytes", "max_open_calls", "max_open_calls_per_connection",
             "max_inflight_bytes", "max_inflight_bytes_per_connection",

@@ -61,7 +61,7 @@ def as_shape(shape: Any) -> Shape | None:
         shape = (shape,)
     if not hasattr(shape, "__iter__"):
         raise ValueError(f"shape must hold ints or None, got {shape!r}")
-    dims = []
+    dims: list[int | None] = []
     for dim in shape:
         value = getattr(dim, "value", dim)  # tf.Dimension in old TF
         if value is None or (isinstance(value, (int, np.integer)) and value < 0):
@@ -210,8 +210,8 @@ def encode_signature(signature: Any) -> bytes:
 def _encode(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {"dict": [[_encode_key(k), _encode(v)] for k, v in value.items()]}
-    if isinstance(value, tuple) and hasattr(type(value), "_fields"):
-        kind = type(value)
+    kind = type(value)
+    if isinstance(value, tuple) and hasattr(kind, "_fields"):
         return {
             "namedtuple": {
                 "module": kind.__module__,

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numbers
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from resound import _core, item_selectors, rate_limiters, specs
@@ -143,14 +143,16 @@ class Table:
             specs.validate_signature(signature)
         encoded_signature = specs.encode_signature(signature)
 
-        self._name = name
-        self._sampler = sampler
-        self._remover = remover
-        self._rate_limiter = rate_limiter
-        self._signature = signature
-        self._flat_signature = None if signature is None else specs.flat_signature(signature)
-        self._prioritized = "prioritized" in (sampler.options.kind, remover.options.kind)
-        self._core = _core.Table(
+        self._name: str = name
+        self._sampler: item_selectors.ItemSelector = sampler
+        self._remover: item_selectors.ItemSelector = remover
+        self._rate_limiter: rate_limiters.RateLimiter = rate_limiter
+        self._signature: Any = signature
+        self._flat_signature: list[specs.TensorSpec] | None = (
+            None if signature is None else specs.flat_signature(signature)
+        )
+        self._prioritized: bool = "prioritized" in (sampler.options.kind, remover.options.kind)
+        self._core: _core.Table = _core.Table(
             name,
             _make_core_selector(sampler),
             _make_core_selector(remover),
@@ -196,8 +198,8 @@ class Table:
         cls,
         name: str,
         max_size: int,
-        selector: type[item_selectors.ItemSelector],
-        limiter: type[rate_limiters.RateLimiter],
+        selector: Callable[[], item_selectors.ItemSelector],
+        limiter: Callable[[int], rate_limiters.RateLimiter],
         extensions: Sequence[Any],
         signature: Any,
     ) -> Table:

@@ -120,7 +120,9 @@ def selector_from_options(options: Any) -> item_selectors.ItemSelector:
     )
 
 
-def _calls(completed: int) -> Any:
+def _calls(completed: float) -> Any:
+    # ``completed`` is a count from the core's rate limiter dict, typed
+    # dict[str, float] for the float entries beside the counts.
     return _messages().RateLimiterCallStats(completed=int(completed))
 
 

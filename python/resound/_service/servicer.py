@@ -422,7 +422,7 @@ class ReplayServicer:
                     yield response
                 # An idle stream must not keep its last batch's items (and
                 # their chunks) alive until its next request.
-                batch = responses = None
+                del batch, responses
         finally:
             reader.cancel()
 

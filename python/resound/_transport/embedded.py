@@ -43,6 +43,8 @@ class EmbeddedTransport(OneServerTransport):
     server that does not listen).
     """
 
+    address: str
+
     def __init__(self, server: TableHost, address: str | None = None) -> None:
         self._server = server
         if address is None:

@@ -19,6 +19,8 @@ from resound import _core
 from resound.errors import DeadlineExceededError
 
 if TYPE_CHECKING:
+    from typing_extensions import Self
+
     from resound._transport.protocol import Take
     from resound._transport.sample_stream import SampleStream
     from resound.table_info import TableInfo
@@ -33,7 +35,10 @@ class OneServerTransport:
     """The shared part of one server's transports (see the module doc).
     Subclasses provide ``address``, ``sample`` and ``server_info``."""
 
-    address: str
+    if TYPE_CHECKING:
+        # An attribute of the subclass or a property: read here only.
+        @property
+        def address(self) -> str: ...
 
     def sample(self, table: str, num_samples: int, timeout: float | None) -> Any:
         raise NotImplementedError
@@ -45,9 +50,7 @@ class OneServerTransport:
     def addresses(self) -> list[str]:
         return [self.address]
 
-    def one_server(
-        self, tables: Iterable[str] = (), timeout: float | None = None
-    ) -> OneServerTransport:
+    def one_server(self, tables: Iterable[str] = (), timeout: float | None = None) -> Self:
         del tables, timeout  # one server: nothing to choose, nobody to wait for
         return self
 

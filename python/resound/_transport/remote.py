@@ -182,7 +182,8 @@ class RemoteTransport(OneServerTransport):
         """Ends the streams kept open between calls of sample and insert."""
         with self._infos_lock:
             pools = [*self._idle_sample_streams.values()]
-        for pool in (*pools, self._idle_insert_calls, self._idle_mutate_calls):
+        every: list[IdleCalls[Any]] = [*pools, self._idle_insert_calls, self._idle_mutate_calls]
+        for pool in every:
             pool.close_all()
 
     def close_client_stream(self) -> None:

@@ -58,14 +58,14 @@ class RemoteSampleBatch:
         self._store, self._holder = store, holder
         self._packed: list[_core.PackedTrajectories] = []
         self._unpacked: list[_RemoteSample] | None = None
-        parts: list[tuple[Any, ...]] = []
+        parts: list[tuple[np.ndarray, ...]] = []
         ended = False
         for raw in responses:
             try:
                 decoded = _core.decode_sample_response(raw, store, holder)
             except ValueError as error:
                 raise ValueError(f"malformed response from the server: {error}") from None
-            *info, end_of_request, timed_out = decoded[1:]
+            info, end_of_request, timed_out = decoded[1:7], decoded[7], decoded[8]
             if timed_out:
                 raise DeadlineExceededError("the rate limiter allowed no sample in time")
             self._packed.append(decoded[0])

@@ -41,7 +41,7 @@ import itertools
 import threading
 import time
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -190,6 +190,8 @@ class _ReplayDataset:
         cut from the fetched batches (``rebatch``) instead of split into
         samples and stacked again."""
         if num_parallel_calls is not None or deterministic is not None:
+            # tf.data.Dataset, which has batch, is a base added at run time
+            # (_with_dataset_base).
             return super().batch(  # type: ignore[misc]
                 batch_size, drop_remainder, num_parallel_calls, deterministic, name
             )
@@ -439,7 +441,7 @@ def _with_dataset_base(cls: type, dataset_base: type) -> type:
         made.__module__ = cls.__module__
         made.__qualname__ = cls.__qualname__
         made.__doc__ = cls.__doc__
-        cls._tf_dataset_class = made  # type: ignore[attr-defined]
+        cls._tf_dataset_class = made  # type: ignore[attr-defined]  # a cache on any class
     return made
 
 
@@ -472,7 +474,8 @@ def _lists_to_tuples(structure: Any) -> Any:
     """``structure`` with every list a tuple (tf.data's structures do not take lists)."""
     if isinstance(structure, Mapping):
         items = [(key, _lists_to_tuples(value)) for key, value in structure.items()]
-        return dict(items) if type(structure) is dict else type(structure)(items)
+        kind: Callable[..., Any] = type(structure)  # a Mapping subclass's own constructor
+        return dict(items) if type(structure) is dict else kind(items)
     if isinstance(structure, (list, tuple)):
         values = [_lists_to_tuples(value) for value in structure]
         if hasattr(structure, "_fields"):  # a namedtuple

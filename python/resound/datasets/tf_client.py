@@ -54,6 +54,7 @@ def not_converted(function: _FunctionT) -> _FunctionT:
     """Marks ``function`` for TensorFlow's AutoGraph as one of its own
     artifacts, so that ``tf.function`` calls it as it is rather than
     rewriting it (and every function it calls) with logged warnings."""
+    # AutoGraph's own marker, an attribute Callable does not declare.
     function.autograph_info__ = frozenset()  # type: ignore[attr-defined]
     return function
 
@@ -89,7 +90,7 @@ def _tf_error_classes(tf: Any) -> dict[str, type[Exception]]:
             "UnavailableError": tf.errors.UnavailableError,
             "UnknownError": tf.errors.UnknownError,
         }
-        _tf_error_classes.cache = classes  # type: ignore[attr-defined]
+        _tf_error_classes.cache = classes  # type: ignore[attr-defined]  # a function attribute
     return classes
 
 

@@ -369,7 +369,8 @@ def _build(
 def _pattern_dataset_class() -> type:
     tf = import_tensorflow("resound.PatternDataset")
 
-    class PatternDataset(tf.data.Dataset):
+    # tf is a module bound at run time (import_tensorflow), not a name mypy can resolve.
+    class PatternDataset(tf.data.Dataset):  # type: ignore[name-defined]
         """A ``tf.data.Dataset`` of the trajectories ``configs`` cut from a dataset of steps.
 
         Args:

@@ -175,7 +175,8 @@ def _share(total: int | None, worker: int, num_workers: int) -> int | None:
 def _define() -> type:
     torch = import_torch("resound.datasets.torch.BatchDataset")
 
-    class BatchDataset(torch.utils.data.IterableDataset):  # type: ignore[misc,name-defined]
+    # torch is a module bound at run time (import_torch), not a name mypy can resolve.
+    class BatchDataset(torch.utils.data.IterableDataset):  # type: ignore[name-defined]
         """Batches of ``table`` as ``ReplaySample``\\ s of tensors (see the
         module docstring): ``client`` is a ``resound.Client`` or a server
         address; ``drop_last`` gives every batch exactly ``batch_size``

@@ -47,6 +47,7 @@ class _ConditionBuilder:
         self._no_mod("%")
         return _ConditionBuilder(self._left, self._index, _check_int(mod, "The modulus"))
 
+    # == and != build conditions (Reverb's DSL), as numpy's compare arrays.
     def __eq__(self, value: object) -> ConditionProto:  # type: ignore[override]
         value = _check_int(value, "The compared value")
         if self._mod is not None:
@@ -72,7 +73,7 @@ class _ConditionBuilder:
         self._no_mod("<")
         return self._make("ge", ge=_check_int(value, "The compared value"), inverse=True)
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable: == does not compare
 
     def __bool__(self) -> bool:
         raise TypeError("A condition builder has no truth value; compare it with a value.")

@@ -3,7 +3,7 @@ per-writer state of each (when it last applied)."""
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import numpy as np
 
@@ -72,13 +72,16 @@ class _Plan:
     )
 
     def __init__(self, config: Config) -> None:
+        # ``config`` is valid (StructuredWriter validates it first): every
+        # condition has ``left`` and ``cmp``, a node without ``start`` has
+        # ``stop``, and the priority has exactly one of its two kinds.
         self.config = config
         self.table = config.table
         self.conditions = tuple(
             (
-                _LEFT_CODES[c.left],
+                _LEFT_CODES[cast(str, c.left)],
                 c.flat_source_index,
-                _CMP_CODES[c.cmp],
+                _CMP_CODES[cast(str, c.cmp)],
                 c.mod if c.cmp == "mod_eq" else (c.ge if c.cmp == "ge" else c.eq),
                 c.eq,
                 bool(c.inverse),
@@ -86,7 +89,7 @@ class _Plan:
             for c in config.conditions
         )
         # Node: (column, first row relative to the end, length, step, squeeze).
-        nodes = []
+        nodes: list[tuple[int, int, int, int, bool]] = []
         for node in config.flat:
             if node.start is not None:
                 stop = node.stop if node.stop is not None else 0
@@ -94,6 +97,7 @@ class _Plan:
                     (node.flat_source_index, node.start, stop - node.start, node.step or 1, False)
                 )
             else:
+                assert node.stop is not None
                 nodes.append((node.flat_source_index, node.stop, 1, 1, True))
         self.nodes = tuple(nodes)
         priority = config.priority
@@ -106,6 +110,7 @@ class _Plan:
                 if node.flat_source_index == priority.td_error.flat_source_index
             )
         else:
+            assert priority.constant_fn is not None
             self.constant = float(priority.constant_fn.value)
             self.td_weight = 0.0
             self.td_node = -1

@@ -24,6 +24,8 @@ def _same_structure(a: Any, b: Any) -> bool:
 
 
 def _node_length(node: PatternNode) -> int:
+    """Rows a node with ``start`` set reads."""
+    assert node.start is not None
     stop = node.stop if node.stop is not None else 0
     step = node.step if node.step is not None else 1
     return -(-(stop - node.start) // step)  # ceil

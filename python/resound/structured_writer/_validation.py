@@ -106,6 +106,7 @@ def _validate_priority(config: Config) -> None:
             raise ValueError(f"The constant priority must be a finite number, got {value!r}.")
         return
     td = priority.td_error
+    assert td is not None  # exactly one of constant_fn and td_error is set (above)
     weight = td.max_priority_weight
     if not isinstance(weight, (int, float, np.integer, np.floating)) or not 0 <= weight <= 1:
         raise ValueError(f"`td_error.max_priority_weight` must be in [0, 1], got {weight!r}.")

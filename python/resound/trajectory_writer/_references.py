@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -65,6 +65,13 @@ class CellRef:
         return f"CellRef(column={self._column.path!r}, step={self._seq}, {state})"
 
 
+def _none_reference_error(refs: Sequence[CellRef | None], path: Any) -> ValueError:
+    return ValueError(
+        "TrajectoryColumns cannot contain any None data references: "
+        f"TrajectoryColumn at path {path!r} got {list(refs)!r}"
+    )
+
+
 class TrajectoryColumn:
     """A column of an item: references to cells, optionally squeezed.
 
@@ -86,10 +93,7 @@ class TrajectoryColumn:
         refs = list(data_references)
         for ref in refs:
             if ref is None:
-                raise ValueError(
-                    "TrajectoryColumns cannot contain any None data references: "
-                    f"TrajectoryColumn at path {path!r} got {refs!r}"
-                )
+                raise _none_reference_error(refs, path)
         if squeeze and len(refs) != 1:
             raise ValueError(
                 f"Columns must contain exactly one data reference when squeeze set, got {len(refs)}"
@@ -104,7 +108,7 @@ class TrajectoryColumn:
         """``TrajectoryColumn([ref], squeeze=True, path=path)`` without the
         general checks (the hot path of ``history[...][-1]``)."""
         if ref is None:
-            return cls([ref], squeeze=True, path=path)  # raises the usual error
+            raise _none_reference_error([ref], path)
         column = cls.__new__(cls)
         column._refs = [ref]
         column._squeeze = True
@@ -177,7 +181,7 @@ class _ColumnHistory:
 
     __slots__ = ("_column", "_path", "_writer")
 
-    def __init__(self, writer: TrajectoryWriter, column: _Column) -> None:
+    def __init__(self, writer: TrajectoryWriter, column: _Column | _NoColumn) -> None:
         self._writer = writer
         self._column = column
         self._path = column.path
@@ -209,6 +213,8 @@ class _ColumnHistory:
                     single._contiguous = True
                     return single
         if type(index) is slice:  # the hot path of sequences: history['x'][-10:]
+            # A _NoColumn (a field only ever None) has neither count: slicing
+            # its history raises AttributeError here (a known bug, kept as is).
             dropped = column.history_dropped
             start, stop, step = index.indices(dropped + len(column.history))
             if step == 1 and dropped <= start < stop:
@@ -216,12 +222,12 @@ class _ColumnHistory:
                 refs = list(itertools.islice(column.history, start - dropped, stop - dropped))
                 if not column.history_nones or None not in refs:
                     run = _new(TrajectoryColumn)
-                    run._refs = refs
+                    run._refs = cast("list[CellRef]", refs)  # no None: checked just above
                     run._squeeze = False
                     run._path = self._path
                     run._contiguous = True
                     return run
-            positions = range(start, stop, step)
+            positions: Sequence[int] = range(start, stop, step)
             return self._column_at(positions, [column.history_at(p) for p in positions], False)
         if isinstance(index, (int, np.integer)) and not isinstance(index, bool):
             position = self._position(int(index))
@@ -238,13 +244,18 @@ class _ColumnHistory:
         self, positions: Sequence[int], refs: list[CellRef | None], squeeze: bool
     ) -> TrajectoryColumn:
         try:
-            return TrajectoryColumn(refs, squeeze=squeeze, path=self._path)
+            present = [ref for ref in refs if ref is not None]
+            if len(present) != len(refs):
+                raise _none_reference_error(refs, self._path)
+            return TrajectoryColumn(present, squeeze=squeeze, path=self._path)
         except ValueError as error:
             # A None is a step where the column had no value, or a step that
             # left the writer's history: say which, naming the setting.
-            dropped = getattr(self._column, "history_dropped", 0)
+            if isinstance(self._column, _NoColumn):
+                raise  # no value at any step yet: not a keep-alive matter
+            dropped = self._column.history_dropped
             expired = [p for p in positions if p < dropped]
-            if not expired:
+            if not expired or isinstance(self._column, _NoColumn):  # (it drops nothing)
                 raise
             kept = self._column.history.maxlen
             raise ValueError(
@@ -270,6 +281,16 @@ class _NoColumn:
 
     def history_length(self) -> int:
         return self._writer._steps_in_history
+
+    @property
+    def history_dropped(self) -> int:
+        # Every step counts as out of the (empty) history, so that slices take
+        # the general path and read None for each step.
+        return self.history_length()
+
+    @property
+    def history_nones(self) -> int:
+        return self.history_length()
 
     def history_at(self, position: int) -> None:
         return None

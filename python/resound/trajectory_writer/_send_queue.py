@@ -16,7 +16,7 @@ import datetime
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from resound._checks import check_timeout
 from resound._wire.timeouts import finite_timeout
@@ -114,7 +114,7 @@ class _SendQueue:
             return None
         table = pending[0].table
         limit = min(self._batch_limit, len(pending) - keep)
-        batch = []
+        batch: list[_PendingItem] = []
         # By index, not by iterating the deque: the writer's thread may append
         # to it meanwhile (only the send lock's holder removes items).
         for index in range(limit):
@@ -209,7 +209,7 @@ class _SendQueue:
             name="resound-trajectory-writer",
             daemon=True,
         )
-        _WRITERS_WITH_SENDERS.add(self)
+        _WRITERS_WITH_SENDERS.add(cast("TrajectoryWriter", self))  # this mixin's one class
         self._sender.start()
 
     def _wake_sender(self) -> None:

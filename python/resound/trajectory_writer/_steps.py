@@ -9,7 +9,7 @@ history bookkeeping, the episode step).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -19,6 +19,7 @@ from resound.trajectory_writer._values import _as_array
 
 if TYPE_CHECKING:
     from resound.trajectory_writer._references import CellRef
+    from resound.trajectory_writer._writer import TrajectoryWriter
 
 
 class _StepAppender:
@@ -41,6 +42,10 @@ class _StepAppender:
     _step_open: bool
     _closed: bool
     _error: BaseException | None
+
+    if TYPE_CHECKING:  # defined by TrajectoryWriter
+
+        def _check_usable(self) -> None: ...
 
     def append(self, data: Any, *, partial_step: bool = False) -> Any:
         """Appends a step (or part of one, with ``partial_step=True``).
@@ -77,9 +82,10 @@ which is incompatible with [2].
             else:
                 # The hot path: a new step of the same plain {key: value} fields
                 # as the last one, each with a column. Every value is checked
-                # before any is added.
-                fast_columns = self._fast_columns
-                arrays = []
+                # before any is added. (While _fast_keys is set, every one of
+                # its fields has a column.)
+                fast_columns = cast("dict[Any, _Column]", self._fast_columns)
+                arrays: list[np.ndarray | None] = []
                 for key, value in data.items():
                     if value is None:
                         arrays.append(None)
@@ -94,7 +100,7 @@ which is incompatible with [2].
                     else:
                         arrays.append(column.checked(value))
                 self._steps_in_history += 1
-                refs = {}
+                refs: dict[Any, CellRef | None] = {}
                 try:
                     for key, array in zip(data, arrays, strict=False):
                         column = fast_columns[key]
@@ -124,8 +130,8 @@ which is incompatible with [2].
 
     def _append_to_open_step(self, data: dict[Any, Any], step: int) -> dict[Any, Any]:
         """append() of the rest of an open step's plain {key: value} fields."""
-        fast_columns = self._fast_columns
-        arrays = []
+        fast_columns = cast("dict[Any, _Column]", self._fast_columns)  # as in append()
+        arrays: list[np.ndarray | None] = []
         for key, value in data.items():  # every value is checked before any is added
             if value is None:
                 arrays.append(None)
@@ -220,7 +226,8 @@ which is incompatible with [2].
         keep_alive, chunk_length = self._configs.get(
             path, (self._default_keep_alive, self._default_chunk_length)
         )
-        return _Column(self, path, index, first, keep_alive, chunk_length, self._history_size)
+        writer = cast("TrajectoryWriter", self)  # the one class this mixin is part of
+        return _Column(writer, path, index, first, keep_alive, chunk_length, self._history_size)
 
     def _add_column(self, column: _Column) -> None:
         # Earlier steps of a new column read as None.

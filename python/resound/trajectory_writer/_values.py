@@ -15,6 +15,7 @@ def _as_array(value: Any) -> np.ndarray:
     if array.dtype.kind == "O":
         # Only strings may hide in object arrays (e.g. from pandas or TF);
         # anything else (None, sets, objects) would otherwise become its repr.
+        target: type[np.bytes_] | type[np.str_]
         if _all_of(array, bytes):
             target = np.bytes_
         elif _all_of(array, str):

@@ -153,9 +153,9 @@ class TrajectoryWriter(_StepAppender, _SendQueue, _ItemChecks):
             self._history_size = keep_alive
             for column in self._column_list:
                 column.history = collections.deque(column.history, maxlen=keep_alive)
-        column = self._columns.get(path)
-        if column is not None:
-            column.reconfigure(keep_alive, chunk_length)
+        configured = self._columns.get(path)
+        if configured is not None:
+            configured.reconfigure(keep_alive, chunk_length)
 
     def create_item(self, table: str, priority: float, trajectory: Any) -> None:
         """Queues an item of ``trajectory`` (a structure of TrajectoryColumn) for
