@@ -553,6 +553,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             "restoring %s" if latest else "no checkpoint in %s: starting empty",
             latest or checkpointer.path,
         )
+    # Installed before the server starts: a supervisor that sees the
+    # "serving" line and sends SIGTERM at once gets a clean stop.
+    stop = threading.Event()
+
+    def request_stop(signum: int, frame: Any) -> None:
+        del frame
+        _log.info("received %s, stopping", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
     try:
         # Restores before it serves: a bad checkpoint stops it here, unserved.
         server = resound.Server(
@@ -561,7 +572,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, RuntimeError, OSError) as error:
         print(f"resound-server: {error}", file=sys.stderr)
         return 2
-    stop = threading.Event()
 
     def checkpoint(why: str) -> None:
         try:
@@ -595,13 +605,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             daemon=True,
         ).start()
 
-    def request_stop(signum: int, frame: Any) -> None:
-        del frame
-        _log.info("received %s, stopping", signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
     for table in tables:
         _log.info("table %s", table)
     while not stop.wait(0.5):
