@@ -21,7 +21,7 @@ import contextlib
 import errno
 import math
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -429,7 +429,7 @@ class ReplayServicer:
         finally:
             reader.cancel()
 
-    async def _budgeted(self, peer: str, responses: Iterator[bytes]) -> AsyncIterator[bytes]:
+    async def _budgeted(self, peer: str, responses: Iterator[bytes]) -> AsyncGenerator[bytes, None]:
         """``responses``, each counted against the response budget (see
         response_budget.py) from when it is made until gRPC took it. Callers
         close it with ``contextlib.aclosing``: a call cut off while a response
