@@ -252,8 +252,9 @@ class Server:
 
     def _contents(self) -> str:
         """What the tables hold, for the log: items and MiB."""
-        items = sum(table._core.info().current_size for table in self._tables.values())
-        stored = sum(table._core.info().memory_bytes for table in self._tables.values())
+        infos = [table._core.info() for table in self._tables.values()]
+        items = sum(info.current_size for info in infos)
+        stored = sum(info.memory_bytes for info in infos)
         return f"{items:,} items, {stored / 2**20:,.1f} MiB in {len(self._tables)} table(s)"
 
     def _serve(self, host: str, port: int) -> int:

@@ -213,8 +213,8 @@ class _ColumnHistory:
                     single._contiguous = True
                     return single
         if type(index) is slice:  # the hot path of sequences: history['x'][-10:]
-            # A _NoColumn (a field only ever None) has neither count: slicing
-            # its history raises AttributeError here (a known bug, kept as is).
+            # A _NoColumn (a field only ever None) counts every step as
+            # dropped, so its slices take the general path below.
             dropped = column.history_dropped
             start, stop, step = index.indices(dropped + len(column.history))
             if step == 1 and dropped <= start < stop:
