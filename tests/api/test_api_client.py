@@ -20,7 +20,7 @@ import resound
 from resound import _core, rate_limiters, selectors
 from resound.table import shared_chunk_store
 
-from conftest import SAFETY, Background, wait_until
+from helpers.waiting import SAFETY, Background, wait_until
 
 Step = collections.namedtuple("Step", ["obs", "reward"])
 

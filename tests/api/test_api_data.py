@@ -135,7 +135,7 @@ def test_inserted_and_sampled_arrays_are_independent_copies(client: resound.Clie
 )
 def test_string_arrays_round_trip(client: resound.Client, value: np.ndarray) -> None:
     # Strings come back as Reverb returns them: object arrays of bytes (str as
-    # UTF-8; tests/test_strings.py has more).
+    # UTF-8; test_strings.py has more).
     expected = value if value.dtype.kind == "S" else np.char.encode(value, "utf-8")
     whole, step, batch = round_trip(client, value)
     assert whole.dtype == step.dtype == batch.dtype == object

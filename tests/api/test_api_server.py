@@ -15,7 +15,7 @@ import pytest
 import resound
 from resound import rate_limiters, selectors
 
-from conftest import SAFETY, Background, wait_until
+from helpers.waiting import SAFETY, Background, wait_until
 
 
 def uniform_table(name: str = "t", max_size: int = 10, min_size: int = 1) -> resound.Table:
@@ -146,7 +146,7 @@ def test_client_construction_contacts_nothing_and_use_of_an_unserved_address_wai
     port = free_port()
     client = resound.Client(f"localhost:{port}")  # nothing serves it: still fine
     # Calls wait for the server (as Reverb's), up to their timeout
-    # (tests/test_wait_for_server.py has the rest).
+    # (tests/service/test_wait_for_server.py has the rest).
     with pytest.raises(resound.DeadlineExceededError, match=str(port)):
         client.server_info(timeout=0.2)
     # Once a server serves that port, the same client object reaches it.

@@ -14,7 +14,7 @@ import resound
 from resound import _core, rate_limiters, selectors
 from resound.table_info import RateLimiterCallStats, RateLimiterInfo, TableInfo
 
-from conftest import Background, wait_until
+from helpers.waiting import Background, wait_until
 
 
 def make_table(name: str = "t", **overrides: object) -> resound.Table:

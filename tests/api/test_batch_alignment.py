@@ -3,7 +3,7 @@ transports: info fields and data leaves, numbers and strings, small and
 pooled (large) columns, columns the core stacks and those stacked item by
 item (compressed, received over gRPC), batches of one sample call and of
 several, and the remainder of a batch iterator. (XLA's CPU client aliases
-64-byte aligned memory and copies memory aligned to 16; tests_frameworks/
+64-byte aligned memory and copies memory aligned to 16; tests/interop/
 checks that side with JAX itself.)"""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 import resound
 from resound import _core, nest
 
-from conftest import SAFETY, Background, wait_until
+from helpers.waiting import SAFETY, Background, wait_until
 
 ALIGNMENT = 64
 

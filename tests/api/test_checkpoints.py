@@ -24,7 +24,8 @@ import resound
 from resound import checkpointers, rate_limiters, selectors
 from resound.errors import CheckpointError
 
-from conftest import SAFETY, file_of, records_of
+from helpers.checkpoint_files import file_of, records_of
+from helpers.waiting import SAFETY
 
 SELECTORS: dict[str, Callable[[], Any]] = {
     "uniform": selectors.Uniform,

@@ -15,7 +15,7 @@ import pytest
 import resound
 from resound.batch_iterator import BatchFiller
 
-from conftest import SAFETY, Background, wait_until
+from helpers.waiting import SAFETY, Background, wait_until
 
 
 def fill(client: resound.Client, start: int, count: int, table: str = "q") -> None:

@@ -15,7 +15,7 @@ import pytest
 import resound
 from resound import rate_limiters, selectors
 
-from conftest import Background, wait_until
+from helpers.waiting import Background, wait_until
 
 QUEUE = "queue"
 

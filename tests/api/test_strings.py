@@ -15,7 +15,7 @@ import resound
 from resound import checkpointers, rate_limiters, selectors
 from resound import structured_writer as sw
 
-from conftest import SAFETY
+from helpers.waiting import SAFETY
 
 # What goes in, and the bytes that must come out (one step).
 VALUES: list[tuple[Any, Any]] = [

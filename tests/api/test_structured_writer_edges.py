@@ -13,7 +13,7 @@ import pytest
 import resound
 from resound import structured_writer as sw
 
-from conftest import SAFETY
+from helpers.waiting import SAFETY
 
 STEP = {"a": None, "b": None}  # flat: a, b
 REF = sw.create_reference_step(STEP)

@@ -23,7 +23,8 @@ import pytest
 import resound
 from resound import TensorSpec, TrajectoryColumn, _codec, rate_limiters, selectors
 
-from conftest import SAFETY, Background, in_process_only, wait_until
+from helpers.transports import in_process_only
+from helpers.waiting import SAFETY, Background, wait_until
 
 Step = collections.namedtuple("Step", ["obs", "action"])
 

@@ -14,7 +14,7 @@ import pytest
 import resound
 from resound import _codec
 
-from conftest import SAFETY
+from helpers.waiting import SAFETY
 
 
 def observation(episode: int, t: int) -> np.ndarray:

@@ -13,7 +13,7 @@ import pytest
 
 from resound import _core
 
-from conftest import column, make_table
+from helpers.core_tables import column, make_table
 
 Slices = list[tuple[int, int, int]]
 

@@ -25,7 +25,8 @@ import pytest
 
 from resound import _core
 
-from conftest import SAFETY, check_accounting, make_table, trajectory, wait_until
+from helpers.core_tables import check_accounting, make_table, trajectory
+from helpers.waiting import SAFETY, wait_until
 
 RateLimiter = _core.RateLimiter
 CancelledError = _core.CancelledError

@@ -22,7 +22,8 @@ import pytest
 
 from resound import _core
 
-from conftest import Background, trajectory, wait_until
+from helpers.core_tables import trajectory
+from helpers.waiting import Background, wait_until
 
 RateLimiter = _core.RateLimiter
 DeadlineExceededError = _core.DeadlineExceededError

@@ -17,14 +17,8 @@ import pytest
 
 from resound import _core
 
-from conftest import (
-    Background,
-    check_accounting,
-    column,
-    table_counters,
-    trajectory,
-    wait_until,
-)
+from helpers.core_tables import check_accounting, column, table_counters, trajectory
+from helpers.waiting import Background, wait_until
 
 RateLimiter = _core.RateLimiter
 DeadlineExceededError = _core.DeadlineExceededError

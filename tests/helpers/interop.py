@@ -1,10 +1,6 @@
-"""Helpers of the framework interop tests (tools/check_frameworks.sh runs them).
-
-These tests import TensorFlow, PyTorch or JAX at top level: they live outside
-tests/ so that the default `python3 -m pytest` (testpaths = tests) never
-collects them. There is no conftest.py here: pytest runs tests/ and this
-folder in one process, and a second top-level `conftest` module would shadow
-the one tests/ imports helpers from.
+"""Embedded servers and tables for the framework interop tests in
+tests/interop (tools/check_frameworks.sh runs them beside TensorFlow, PyTorch
+and JAX; the default `python3 -m pytest` does not collect them).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Replay service requests built field by field, for tests that speak the
-gRPC service directly (tests/test_grpc_service.py, tests/test_many_clients.py)."""
+gRPC service directly (tests/service/test_grpc_service.py)."""
 
 from __future__ import annotations
 

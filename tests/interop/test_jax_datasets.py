@@ -10,7 +10,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +19,8 @@ jnp = pytest.importorskip("jax.numpy")
 
 import resound  # noqa: E402
 from resound.datasets.jax import DeviceIterator  # noqa: E402
+
+from helpers.paths import REPO_ROOT  # noqa: E402
 
 SAFETY = 30.0
 
@@ -236,7 +237,7 @@ def test_importing_the_module_does_not_import_jax() -> None:
     assert result.stdout.strip() == "False", result.stderr
 
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "jax_learner.py"
+EXAMPLE = REPO_ROOT / "examples" / "jax_learner.py"
 
 
 def test_the_example_learner_runs_and_learns() -> None:

@@ -12,7 +12,7 @@ import pytest
 
 import resound
 
-from _interop import Servers, uniform_table
+from helpers.interop import Servers, uniform_table
 
 
 @pytest.fixture

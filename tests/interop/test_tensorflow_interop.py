@@ -14,7 +14,7 @@ import tensorflow as tf
 
 import resound
 
-from _interop import Servers, uniform_table
+from helpers.interop import Servers, uniform_table
 
 
 @pytest.fixture

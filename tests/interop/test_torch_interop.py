@@ -11,7 +11,7 @@ import torch
 
 import resound
 
-from _interop import Servers, uniform_table
+from helpers.interop import Servers, uniform_table
 
 
 @pytest.fixture

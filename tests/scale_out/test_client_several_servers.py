@@ -18,7 +18,7 @@ import pytest
 import resound
 from resound._transport.targets import parse_target, resolve_name
 
-from conftest import SAFETY, wait_until
+from helpers.waiting import SAFETY, wait_until
 
 
 def queue_table() -> resound.Table:
@@ -230,7 +230,7 @@ def test_a_batch_waits_for_items_on_any_server_and_times_out_without(servers) ->
 
 
 def test_with_every_server_gone_calls_wait_for_one_up_to_their_timeout(servers) -> None:
-    # As a client of one server waits for it (tests/test_wait_for_server.py).
+    # As a client of one server waits for it (tests/service/test_wait_for_server.py).
     client = resound.Client(addresses(servers), transport="grpc")
     client.insert([np.float32(1.0)], priorities={"q": 1.0})
     for server in servers:

@@ -16,7 +16,8 @@ import pytest
 
 import resound
 
-from conftest import REPLAY_TABLE_TOML, SAFETY, ServerProcess, wait_until
+from helpers.server_processes import REPLAY_TABLE_TOML, ServerProcess
+from helpers.waiting import SAFETY, wait_until
 
 CONFIG = (
     """

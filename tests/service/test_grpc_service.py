@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from wire_requests import chunks, fresh_key, item, items
 
 import resound
 from resound import _proto
 from resound._wire.channel_options import CHANNEL_OPTIONS
 
-from conftest import SAFETY, Background, wait_until
+from helpers.waiting import SAFETY, Background, wait_until
+from helpers.wire_requests import chunks, fresh_key, item, items
 
 P = _proto
 

@@ -16,7 +16,8 @@ import resound
 from resound import _proto
 from resound.table import shared_chunk_store
 
-from conftest import SAFETY, ServerProcess, refused_start, wait_until
+from helpers.server_processes import ServerProcess, refused_start
+from helpers.waiting import SAFETY, wait_until
 
 P = _proto
 CONFIG = """

@@ -3,7 +3,6 @@ package loads is what protoc makes of protos/resound/v1/replay.proto today)."""
 
 from __future__ import annotations
 
-import pathlib
 import sys
 
 from google.protobuf import descriptor_pb2
@@ -11,8 +10,9 @@ from google.protobuf import descriptor_pb2
 from resound import _proto
 from resound._proto.descriptor import SERIALIZED
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
+from helpers.paths import REPO_ROOT
+
+sys.path.insert(0, str(REPO_ROOT / "tools"))
 
 import generate_protos  # noqa: E402
 

@@ -13,7 +13,7 @@ import pytest
 
 import resound
 
-from conftest import SAFETY, Background, wait_until
+from helpers.waiting import SAFETY, Background, wait_until
 
 
 @pytest.fixture

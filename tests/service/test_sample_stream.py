@@ -16,7 +16,8 @@ from resound import _proto
 from resound._wire.channel_options import CHANNEL_OPTIONS
 from resound.errors import CancelledError, DeadlineExceededError, NotFoundError
 
-from conftest import REPLAY_TABLE_TOML, SAFETY, Background, ServerProcess
+from helpers.server_processes import REPLAY_TABLE_TOML, ServerProcess
+from helpers.waiting import SAFETY, Background
 
 SERVING = r"serving 1 table\(s\) on 127\.0\.0\.1:(\d+)"
 

@@ -18,7 +18,8 @@ import resound
 from resound import checkpointers
 from resound.server_command import EXAMPLE_CONFIG
 
-from conftest import SAFETY, ServerProcess, refused_start, server_command, wait_until
+from helpers.server_processes import ServerProcess, refused_start, server_command
+from helpers.waiting import SAFETY, wait_until
 
 GOOD_CONFIG = """
 [server]

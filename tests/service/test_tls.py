@@ -23,7 +23,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 import resound
 from resound.tls import ClientTls, ServerTls
 
-from conftest import SAFETY, ServerProcess, refused_start
+from helpers.server_processes import ServerProcess, refused_start
+from helpers.waiting import SAFETY
 
 
 @dataclass

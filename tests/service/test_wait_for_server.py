@@ -26,7 +26,8 @@ from resound import structured_writer as sw
 from resound._transport import waiting
 from resound.errors import DeadlineExceededError
 
-from conftest import SAFETY, Background, Warnings
+from helpers.logs import Warnings
+from helpers.waiting import SAFETY, Background
 
 
 def free_port() -> int:
@@ -187,7 +188,7 @@ def test_writers_started_before_the_server_deliver_once_it_is_up(transport, warn
 
 def test_a_writers_flush_times_out_while_no_server_is_up(warnings, later):
     # The client knows the table from a server that has stopped since (a
-    # server killed under a writer: tests/test_faults.py).
+    # server killed under a writer: tests/system/test_faults.py).
     first = resound.Server([fifo_table()])
     port = first.port
     client = resound.Client(f"127.0.0.1:{port}", transport="grpc")

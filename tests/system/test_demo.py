@@ -9,7 +9,7 @@ import re
 import subprocess
 import sys
 
-from conftest import SAFETY
+from helpers.waiting import SAFETY
 
 
 def test_the_demo_writes_and_samples_and_prints_plain_lines_into_a_pipe() -> None:

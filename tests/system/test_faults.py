@@ -21,15 +21,9 @@ from resound import checkpointers
 from resound._transport import waiting
 from resound._wire import channel_options
 
-from conftest import (
-    REPLAY_TABLE_TOML,
-    SAFETY,
-    Background,
-    ServerProcess,
-    Warnings,
-    server_command,
-    wait_until,
-)
+from helpers.logs import Warnings
+from helpers.server_processes import REPLAY_TABLE_TOML, ServerProcess, server_command
+from helpers.waiting import SAFETY, Background, wait_until
 
 SERVING = r"serving 1 table\(s\) on 127\.0\.0\.1:(\d+)"
 

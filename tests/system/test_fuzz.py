@@ -1,6 +1,6 @@
 """Fuzzing every decoder of untrusted input with hypothesis: chunk metadata
 into the core, the unary gRPC requests into the servicer (the insert stream
-has its own fuzz test in test_grpc_service.py), checkpoint record payloads
+has its own fuzz test in tests/service/test_grpc_service.py), checkpoint record payloads
 behind valid checksums, and server config files. Each must either accept
 the input or refuse it with its documented error, leave what is stored
 intact, and keep serving; never crash, hang or raise anything else.
@@ -8,7 +8,7 @@ intact, and keep serving; never crash, hang or raise anything else.
 The runs are bounded and repeatable (derandomized) in the suite. For a
 longer, random search:
 
-    RESOUND_FUZZ_EXAMPLES=20000 python3 -m pytest -q tests/test_fuzz.py
+    RESOUND_FUZZ_EXAMPLES=20000 python3 -m pytest -q tests/system/test_fuzz.py
 
 Any failure hypothesis finds is printed as the smallest failing input; add
 it as a regression case below (``@example``).
@@ -36,7 +36,8 @@ from resound._wire.channel_options import CHANNEL_OPTIONS
 from resound.errors import CheckpointError
 from resound.server_command import ConfigError, tables_from_config
 
-from conftest import SAFETY, file_of, records_of
+from helpers.checkpoint_files import file_of, records_of
+from helpers.waiting import SAFETY
 
 if sys.version_info >= (3, 11):
     import tomllib

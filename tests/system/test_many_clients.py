@@ -15,7 +15,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-from pathlib import Path
 
 import grpc
 import numpy as np
@@ -25,14 +24,15 @@ import resound
 from resound import _proto
 from resound._wire.channel_options import CHANNEL_OPTIONS
 
-from conftest import SAFETY, Background, wait_until
+from helpers.paths import REPO_ROOT
+from helpers.waiting import SAFETY, Background, wait_until
 
 P = _proto
 OPEN_CALLS = 1_000
 CONNECTIONS = 8
 
 
-CROWD = Path(__file__).parent.parent / "tools" / "crowd.py"
+CROWD = REPO_ROOT / "tools" / "crowd.py"
 
 
 class _Crowd:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import resound
 
-from conftest import REPLAY_TABLE_TOML, ServerProcess
+from helpers.server_processes import REPLAY_TABLE_TOML, ServerProcess
 
 WRITER = textwrap.dedent(
     """

@@ -6,15 +6,14 @@ from __future__ import annotations
 import importlib.metadata
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 import resound
 
-from conftest import SAFETY, server_command
-
-ROOT = Path(__file__).resolve().parent.parent
+from helpers.paths import REPO_ROOT
+from helpers.server_processes import server_command
+from helpers.waiting import SAFETY
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -34,14 +33,14 @@ def test_the_distribution_is_resound_rl_with_the_package_version_and_license() -
     assert distribution.metadata["License"] == "Apache-2.0"
     files = [str(f) for f in distribution.files or []]
     assert any(f.endswith("LICENSE") for f in files), files
-    assert (ROOT / "LICENSE").read_text().startswith("Apache License\nVersion 2.0")
+    assert (REPO_ROOT / "LICENSE").read_text().startswith("Apache License\nVersion 2.0")
 
 
 def test_the_version_is_written_once() -> None:
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
     assert project["name"] == "resound-rl"
     assert "version" not in project and "version" in project["dynamic"]
-    assert f"## {resound.__version__}" in (ROOT / "CHANGELOG.md").read_text()
+    assert f"## {resound.__version__}" in (REPO_ROOT / "CHANGELOG.md").read_text()
 
 
 def test_both_commands_print_their_version() -> None:

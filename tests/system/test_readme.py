@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+from helpers.paths import REPO_ROOT
+
+README = REPO_ROOT / "README.md"
 
 
 def _python_blocks() -> list[str]:
