@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs the interop tests in tests_frameworks/ (which pytest's default
-# testpaths never collect) beside TensorFlow, PyTorch and JAX.
+# Runs the interop tests in tests/interop/ (which the default pytest run never
+# collects: norecursedirs in pyproject.toml) beside TensorFlow, PyTorch and JAX.
 #
 #   bash tools/check_frameworks.sh
 #
@@ -11,7 +11,7 @@
 #   .venv-frameworks-jax         numpy 2.x  + jax (CPU)          + torch
 #   .venv-frameworks-tf-current  numpy 2.x  + the newest tensorflow-cpu
 # The first runs the TensorFlow and PyTorch tests
-# (tests_frameworks/test_<framework>_*.py) on numpy 1.26; the second the JAX
+# (tests/interop/test_<framework>_*.py) on numpy 1.26; the second the JAX
 # and PyTorch tests on numpy 2; the third the TensorFlow tests on the newest
 # TensorFlow. The whole suite runs on numpy 2 (the README's command) and on
 # numpy 1.x (tools/check_pythons.sh, on Python 3.10). TensorFlow 2.15
@@ -95,16 +95,16 @@ wheel=$(echo "$wheelhouse"/resound_rl-*.whl)  # the distribution resound-rl
 echo "== numpy 1.26, TensorFlow 2.15, PyTorch"
 pip "$tf_venv" install --force-reinstall --no-deps "$wheel"
 pip "$tf_venv" install "numpy<2" "tensorflow-cpu~=2.15.0" "$torch_requirement" "$wheel[test]"
-run_tests "$tf_venv" tests_frameworks/test_tensorflow_*.py tests_frameworks/test_torch_*.py
+run_tests "$tf_venv" tests/interop/test_tensorflow_*.py tests/interop/test_torch_*.py
 
 echo "== numpy 2.x, JAX, PyTorch"
 new_venv "$jax_venv"
 pip "$jax_venv" install --force-reinstall --no-deps "$wheel"
 pip "$jax_venv" install "numpy>=2" "jax[cpu]" "$torch_requirement" "$wheel[test]"
-run_tests "$jax_venv" tests_frameworks/test_jax_*.py tests_frameworks/test_torch_*.py
+run_tests "$jax_venv" tests/interop/test_jax_*.py tests/interop/test_torch_*.py
 
 echo "== numpy 2.x, the newest TensorFlow"
 new_venv "$tf_current_venv"
 pip "$tf_current_venv" install --force-reinstall --no-deps "$wheel"
 pip "$tf_current_venv" install "numpy>=2" tensorflow-cpu "$wheel[test]"
-run_tests "$tf_current_venv" tests_frameworks/test_tensorflow_*.py
+run_tests "$tf_current_venv" tests/interop/test_tensorflow_*.py

@@ -13,7 +13,7 @@ commands read from its standard input, one per line:
   receive   reads every Sample call to its end; prints how many samples came
   codes     reads every call to its end; prints {status name: count} as JSON
 
-and ends at end of input. Used by tests/test_many_clients.py and
+and ends at end of input. Used by tests/system/test_many_clients.py and
 bench/bench_many_clients.py. (grpc.aio clients get a process of their own:
 one beside a server's own loop in the same process made that server's
 accepting of connections unreliable.)

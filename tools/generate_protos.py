@@ -3,7 +3,7 @@
 The package loads its gRPC messages from the serialized descriptor at run time
 instead of protoc-generated modules, so it works with any protobuf runtime
 from 4.21 on (generated modules pin the runtime to their protoc's version).
-tests/test_protos.py checks that the descriptor matches protos/.
+tests/service/test_protos.py checks that the descriptor matches protos/.
 
 Usage: python tools/generate_protos.py   (needs grpcio-tools, a test dependency)
 """

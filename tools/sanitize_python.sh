@@ -19,8 +19,8 @@ case "$kind" in
     # spins allocating until the machine runs out of memory (3 runs in 40
     # here, none outside TSan). The gRPC runs go through the same core calls
     # from the servicer's threads, and run under ASan below and in the suite.
-    tests=(tests/test_concurrency.py tests/test_rate_limiter.py tests/test_table.py
-           tests/test_trajectory_writer.py tests/test_api_server.py tests/test_api_client.py
+    tests=(tests/core/test_concurrency.py tests/core/test_rate_limiter.py tests/core/test_table.py
+           tests/api/test_trajectory_writer.py tests/api/test_api_server.py tests/api/test_api_client.py
            -k "not grpc")
     # grpcio's C-core is not instrumented: races TSan sees through its
     # intercepted calls are ignored (reports from resound's code are kept),

@@ -4,7 +4,7 @@
 (resound._service) and the embedded transport (resound._transport.embedded)
 depend on this interface, not on ``Server``, so that neither imports the
 public API (which imports them): the layers import downward only (see
-tests/test_import_layers.py).
+tests/system/test_import_layers.py).
 """
 
 from __future__ import annotations
