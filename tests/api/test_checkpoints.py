@@ -572,6 +572,7 @@ def temporaries(directory: Any) -> list[str]:
     )
 
 
+@pytest.mark.slow
 def test_a_process_killed_mid_save_leaves_the_previous_checkpoint_and_no_temporary(
     tmp_path: Any,
 ) -> None:

@@ -80,6 +80,7 @@ def test_held_samples_start_the_next_batch_after_a_timeout(serve: Any) -> None:
     assert server.table("q").info.current_size == 0
 
 
+@pytest.mark.slow
 def test_every_batch_is_full_and_nothing_is_lost_while_a_writer_trickles(serve: Any) -> None:
     # A writer thread inserts 2,000 items while the learner samples 64 at a
     # time with a short timeout: however the waits fall, every batch has 64

@@ -112,6 +112,7 @@ def join_all(threads: list[threading.Thread], what: str) -> None:
         assert not thread.is_alive(), f"{what} thread {thread.name} did not finish"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workload", WORKLOADS)
 def test_writers_samplers_mutator_and_observer(store: _core.ChunkStore, workload: Workload) -> None:
     w = workload

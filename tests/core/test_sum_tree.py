@@ -212,6 +212,7 @@ def build_tree(weights: list[float]) -> _core.SumTree:
     return tree
 
 
+@pytest.mark.slow
 @PROPERTY_SETTINGS
 @given(weights=exact_weights, data=st.data())
 def test_find_matches_prefix_sums(weights: list[float], data: st.DataObject) -> None:
@@ -376,6 +377,7 @@ class PrioritizedSelectorMachine(RuleBasedStateMachine):
                     self.selector.probability(key)
 
 
+@pytest.mark.slow
 def test_prioritized_selector_matches_reference() -> None:
     run_state_machine_as_test(
         PrioritizedSelectorMachine,

@@ -19,6 +19,8 @@ import resound
 from helpers.server_processes import REPLAY_TABLE_TOML, ServerProcess
 from helpers.waiting import SAFETY, wait_until
 
+pytestmark = pytest.mark.slow  # every test starts resound-server processes
+
 CONFIG = (
     """
 [server]

@@ -198,6 +198,7 @@ def test_the_server_command_refuses_bad_limits(tmp_path, args, config, message) 
     assert message in refused_start("--config", str(path), *args)
 
 
+@pytest.mark.slow
 def test_a_message_past_max_message_bytes_is_refused_before_it_is_read(tmp_path) -> None:
     config = tmp_path / "server.toml"
     config.write_text(CONFIG)
@@ -275,6 +276,7 @@ def test_bad_table_max_bytes_is_refused(value) -> None:
         bytes_table(value, resound.selectors.Fifo())
 
 
+@pytest.mark.slow
 def test_the_server_command_takes_a_table_max_bytes(tmp_path) -> None:
     config = tmp_path / "server.toml"
     config.write_text(
@@ -295,6 +297,7 @@ def test_the_server_command_takes_a_table_max_bytes(tmp_path) -> None:
     assert "max_bytes must be an integer >= 1" in refused_start("--config", str(bad))
 
 
+@pytest.mark.slow
 def test_the_server_command_takes_the_open_call_and_inflight_limits(tmp_path) -> None:
     config = tmp_path / "server.toml"
     config.write_text(

@@ -129,6 +129,7 @@ def test_a_stats_line_per_table_follows_the_traffic(config):
         assert served.stop() == 0
 
 
+@pytest.mark.slow
 def test_log_level_warning_leaves_out_the_info_lines(config, tmp_path):
     bad = subprocess.run(
         server_command("--config", str(config), "--stats-every", "-1"),
@@ -200,6 +201,7 @@ def test_a_config_that_is_not_a_regular_file_is_refused_naming_it(tmp_path, kind
     assert f"cannot read config: {path} is {what}, not a regular file" in message
 
 
+@pytest.mark.slow
 def test_a_fifo_named_like_the_newest_checkpoint_stops_the_server_naming_it(config, tmp_path):
     directory = tmp_path / "checkpoints"
     directory.mkdir()
@@ -218,6 +220,7 @@ def serving_port(served: ServerProcess) -> int:
     return int(served.wait_for(r"serving 2 table\(s\) on 127\.0\.0\.1:(\d+)").group(1))
 
 
+@pytest.mark.slow
 def test_checkpoints_on_stop_and_restores_at_start(config, tmp_path):
     directory = tmp_path / "checkpoints"
     served = ServerProcess(config, "--checkpoint-dir", str(directory), "--checkpoint-on-stop")
@@ -241,6 +244,7 @@ def test_checkpoints_on_stop_and_restores_at_start(config, tmp_path):
         assert again.stop() == 0
 
 
+@pytest.mark.slow
 def test_checkpoints_periodically_and_inspect_reports_them(config, tmp_path):
     directory = tmp_path / "checkpoints"
     served = ServerProcess(
@@ -281,6 +285,7 @@ def test_checkpoints_periodically_and_inspect_reports_them(config, tmp_path):
         assert "bytes of data; 2 table(s)" in report.stdout
 
 
+@pytest.mark.slow
 def test_inspect_refuses_damaged_files_and_bad_checkpoint_options(config, tmp_path):
     damaged = tmp_path / "damaged.rsnd"
     damaged.write_bytes(b"RSNDCKPT" + bytes(20))

@@ -363,6 +363,7 @@ def test_a_tls_file_that_is_not_pem_is_named_and_its_contents_never_shown(
         assert "SECRET" not in error and "0123" not in error
 
 
+@pytest.mark.slow
 def test_the_server_command_takes_tls_files_from_its_config(pki, tmp_path) -> None:
     files = write_files(pki, tmp_path)
     config = tmp_path / "server.toml"

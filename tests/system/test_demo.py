@@ -9,9 +9,12 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from helpers.waiting import SAFETY
 
 
+@pytest.mark.slow
 def test_the_demo_writes_and_samples_and_prints_plain_lines_into_a_pipe() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "resound", "--seconds", "2", "--actors", "1"],

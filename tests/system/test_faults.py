@@ -47,6 +47,7 @@ def write(writer: resound.TrajectoryWriter, value: float, size: int = 1) -> None
 # --- the server goes away
 
 
+@pytest.mark.slow
 def test_a_killed_server_is_waited_for_within_timeouts_and_writers_recover_on_restart(config):
     served = ServerProcess(config)
     port = served_port(served)
@@ -157,6 +158,7 @@ def test_a_server_that_stops_answering_is_noticed_and_waited_for(config, monkeyp
         served.stop()
 
 
+@pytest.mark.slow
 def test_client_processes_killed_mid_stream_leave_the_server_whole() -> None:
     server = resound.Server(
         [
@@ -240,6 +242,7 @@ class LimitedServer(ServerProcess):
         self._start_reader()
 
 
+@pytest.mark.slow
 def test_a_full_disk_fails_the_checkpoint_clearly_and_keeps_the_previous_one(config, tmp_path):
     directory = tmp_path / "checkpoints"
     served = LimitedServer(config, 400_000, "--checkpoint-dir", str(directory))

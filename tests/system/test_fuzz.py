@@ -98,6 +98,7 @@ def chunk_batches(draw: Any) -> tuple[Any, ...]:
     )
 
 
+@pytest.mark.slow
 @FUZZ
 @given(batch=chunk_batches())
 def test_chunk_metadata_is_validated_by_the_core(batch: tuple[Any, ...]) -> None:
@@ -181,6 +182,7 @@ def unary_requests(draw: Any) -> tuple[str, bytes]:
     return method, raw
 
 
+@pytest.mark.slow
 @FUZZ
 @given(request=unary_requests())
 # Found by this test: gRPC answered INTERNAL (and logged a traceback) for
@@ -259,6 +261,7 @@ def record_mutations(draw: Any, data: bytes) -> list[tuple[int, bytes]]:
     return records
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=st.data())
 def test_checkpoint_records_are_validated_behind_valid_checksums(
@@ -376,6 +379,7 @@ TABLE_KEYS = [
 ]  # fmt: skip
 
 
+@pytest.mark.slow
 @FUZZ
 @given(
     tables=st.lists(

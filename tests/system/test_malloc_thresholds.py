@@ -54,6 +54,7 @@ def test_glibc_takes_the_thresholds():
     assert _core.keep_large_allocations_warm(32 << 20, 64 << 20) is True
 
 
+@pytest.mark.slow
 @glibc
 def test_a_listening_server_moves_large_blocks_to_the_heap_unless_told_not_to():
     assert probe("idle") == "mapped"  # glibc's default: 20 MB gets a mapping of its own

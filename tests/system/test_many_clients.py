@@ -77,6 +77,7 @@ def _server() -> resound.Server:
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_thousand_open_calls_leave_the_server_serving_others() -> None:
     server = _server()
     crowd = _Crowd(f"127.0.0.1:{server.port}", OPEN_CALLS // 2, OPEN_CALLS // 2)
@@ -99,6 +100,7 @@ def test_a_thousand_open_calls_leave_the_server_serving_others() -> None:
         crowd.close()
 
 
+@pytest.mark.slow
 def test_stopping_a_server_with_a_thousand_calls_open_ends_each_of_them() -> None:
     server = _server()
     crowd = _Crowd(f"127.0.0.1:{server.port}", OPEN_CALLS // 2, OPEN_CALLS // 2)
@@ -195,6 +197,7 @@ BUSY_PROCESS = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_hundreds_of_busy_clients_each_make_progress() -> None:
     processes, threads, seconds = 4, 64, 3.0
     server = _server()
@@ -221,6 +224,7 @@ def test_hundreds_of_busy_clients_each_make_progress() -> None:
         server.stop()
 
 
+@pytest.mark.slow
 def test_open_calls_cost_no_server_thread() -> None:
     server = _server()
     threads = threading.active_count()

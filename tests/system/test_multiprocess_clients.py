@@ -10,6 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 import resound
 
 from helpers.server_processes import REPLAY_TABLE_TOML, ServerProcess
@@ -51,6 +53,7 @@ SAMPLER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_writers_and_a_sampler_in_separate_processes_lose_nothing(tmp_path: Path):
     config = tmp_path / "server.toml"
     config.write_text(REPLAY_TABLE_TOML)
