@@ -12,6 +12,7 @@ PYBIND11_MODULE(_core, m) {
   resound::bindings::RegisterRateLimiter(m);
   resound::bindings::RegisterTable(m);
   resound::bindings::RegisterWire(m);
+  resound::bindings::RegisterVectorWriter(m);
   resound::bindings::RegisterMemory(m);
   resound::bindings::RegisterCheckpoint(m);
 }

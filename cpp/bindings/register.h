@@ -17,6 +17,7 @@ void RegisterSelectors(py::module_& m);
 void RegisterRateLimiter(py::module_& m);
 void RegisterTable(py::module_& m);
 void RegisterWire(py::module_& m);
+void RegisterVectorWriter(py::module_& m);
 void RegisterMemory(py::module_& m);
 void RegisterCheckpoint(py::module_& m);
 
