@@ -49,6 +49,7 @@ from resound.table import Table
 from resound.table_info import TableInfo
 from resound.tls import ClientTls, ServerTls
 from resound.trajectory_writer import CellRef, TrajectoryColumn, TrajectoryWriter
+from resound.vector_writer import VectorWriter
 
 # Reverb exposes the selectors module under both names.
 selectors = item_selectors
@@ -72,6 +73,7 @@ __all__ = [
     "TensorSpec",
     "TrajectoryColumn",
     "TrajectoryWriter",
+    "VectorWriter",
     "Writer",
     "__version__",
     "_core",

@@ -45,6 +45,7 @@ from resound.legacy_writer import Writer, check_writer_arguments
 from resound.replay_sample import ReplaySample
 from resound.tls import ClientTls
 from resound.trajectory_writer import TrajectoryWriter, _as_array, _random_source
+from resound.vector_writer import VectorWriter
 
 if TYPE_CHECKING:
     from resound._table_host import TableHost
@@ -249,6 +250,34 @@ class Client:
             max_chunk_length=max_chunk_length,
             compression=compression,
             delta_encoded=delta_encoded,
+        )
+
+    def vector_writer(
+        self,
+        num_envs: int,
+        max_sequence_length: int,
+        *,
+        max_chunk_length: int | None = None,
+        max_in_flight_items: int | None = None,
+    ) -> VectorWriter:
+        """A writer for ``num_envs`` parallel environments: each ``append``
+        takes a step of all of them (every field with a leading axis of
+        ``num_envs``), each ``create_items`` makes an item of each one's
+        newest steps (see resound.vector_writer).
+
+        Example:
+            >>> writer = client.vector_writer(num_envs=16, max_sequence_length=2)  # doctest: +SKIP
+            >>> writer.append({"obs": obs, "action": action})  # doctest: +SKIP
+            >>> writer.create_items("replay", priority=1.0, length=2)  # doctest: +SKIP
+            >>> writer.end_episodes(done)  # doctest: +SKIP
+        """
+        return VectorWriter(
+            # All environments' items go to one server (the servers in turn).
+            self._transport.one_server(),
+            num_envs,
+            max_sequence_length,
+            max_chunk_length=max_chunk_length,
+            max_in_flight_items=max_in_flight_items,
         )
 
     def writer(
