@@ -136,6 +136,11 @@ class Server:
       max_inflight_bytes_per_connection: the same for one client connection
         (default 512 MiB).
 
+    A listening server also serves the standard gRPC health service
+    (``grpc.health.v1.Health``): the server (``""``) and
+    ``resound.v1.Replay`` are SERVING until ``stop()`` begins, NOT_SERVING
+    from then on.
+
     A server that listens (like a remote client) sets glibc malloc's mmap and
     trim thresholds for its process (32 MB and 64 MB), so that the
     megabyte-sized sample responses it builds reuse warm memory instead of
@@ -357,6 +362,7 @@ class Server:
 
     def stop(self) -> None:
         """Closes every table: blocked and later calls raise CancelledError.
+        A listening server reports NOT_SERVING on its health service first.
         Idempotent."""
         self._stop(wait=True)
 
@@ -364,6 +370,9 @@ class Server:
         if self._stopped.is_set():
             return
         self._stopped.set()
+        if self._serving is not None:
+            # First, so that load balancers drain while the calls end.
+            self._serving.stop_serving(wait=wait)
         for table in self._tables.values():
             table._core.close()
         if self._serving is not None:
