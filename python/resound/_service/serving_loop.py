@@ -55,6 +55,11 @@ class ServingLoop:
         """Long-lived calls open right now (read from any thread)."""
         return self._servicer.open_calls
 
+    @property
+    def open_connections(self) -> int:
+        """Client connections with a long-lived call open (read from any thread)."""
+        return self._servicer.open_connections
+
     def stop_serving(self, *, wait: bool = True) -> None:
         """Reports NOT_SERVING on the health service from now on: the first
         step of a stop, so that load balancers drain before calls end.
