@@ -3,8 +3,8 @@ those of ``resound-server inspect``.
 
 Example:
     >>> args = command_parser().parse_args(['--config', 'server.toml', '--max-bytes', '8G'])
-    >>> args.config, args.max_bytes
-    ('server.toml', 8589934592)
+    >>> args.config, args.max_bytes, args.metrics_port
+    ('server.toml', 8589934592, None)
 """
 
 from __future__ import annotations
@@ -116,6 +116,13 @@ def command_parser() -> argparse.ArgumentParser:
         type=byte_count,
         metavar="N",
         help="the same for one client connection (default 512M)",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus metrics on http://HOST:PORT/metrics (0: a free port; "
+        "default: the config's, else none); needs pip install 'resound-rl[metrics]'",
     )
     parser.add_argument(
         "--tls-cert", metavar="FILE", help="serve TLS only, with this certificate chain (PEM)"

@@ -48,6 +48,7 @@ port = 8000
 # tls_cert = "server.pem"      # TLS: the server's certificate chain and key (PEM)
 # tls_key = "server.key"
 # tls_client_ca = "ca.pem"     # and require client certificates signed by this CA
+# metrics_port = 9090          # Prometheus metrics on http://host:9090/metrics (0: a free port)
 
 # One [[tables]] block per table.
 [[tables]]
@@ -301,6 +302,7 @@ _SERVER_KEYS = (
     "host", "port", "max_bytes", "max_message_bytes", "max_open_calls",
     "max_open_calls_per_connection", "max_inflight_bytes",
     "max_inflight_bytes_per_connection", "tls_cert", "tls_key", "tls_client_ca",
+    "metrics_port",
 )  # fmt: skip
 # The keyword arguments of resound.Server that are limits: an int >= 1 or None.
 _LIMIT_KEYS = (
@@ -318,6 +320,7 @@ class ServerSettings:
     port: int | None  # None: a free one
     tls: Any  # a resound.tls.ServerTls, or None for plaintext
     limits: dict[str, Any]  # keyword arguments of resound.Server: int or None
+    metrics_port: int | None  # None: no metrics; 0: a free port
 
 
 def server_settings(args: argparse.Namespace) -> ServerSettings:
@@ -352,6 +355,7 @@ def server_settings(args: argparse.Namespace) -> ServerSettings:
     if not isinstance(host, str) or not host:
         raise ConfigError(f"server.host must be a nonempty string, got {host!r}")
     port = _port(args.port, server_config, "port")
+    metrics_port = _port(args.metrics_port, server_config, "metrics_port")
     tls = tls_settings(args, server_config)
     limits: dict[str, Any] = {}
     for key in _LIMIT_KEYS:
@@ -364,6 +368,7 @@ def server_settings(args: argparse.Namespace) -> ServerSettings:
         port=port or None,  # 0: the Server picks a free port
         tls=tls,
         limits=limits,
+        metrics_port=metrics_port,
     )
 
 

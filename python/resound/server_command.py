@@ -2,7 +2,7 @@
 
 Usage::
 
-    resound-server --config server.toml [--host H] [--port P]
+    resound-server --config server.toml [--host H] [--port P] [--metrics-port M]
                    [--checkpoint-dir DIR [--checkpoint-every SECONDS]
                     [--checkpoint-on-stop] [--keep-checkpoints N]]
     resound-server inspect CHECKPOINT
@@ -11,7 +11,8 @@ It checks the whole config before it starts anything, restores the newest
 checkpoint in ``--checkpoint-dir`` if there is one, logs its tables and
 address, serves until SIGINT or SIGTERM, then stops cleanly (blocked clients
 get an error, not a hang). With ``--checkpoint-every`` it writes checkpoints
-periodically, with ``--checkpoint-on-stop`` a last one before stopping.
+periodically, with ``--checkpoint-on-stop`` a last one before stopping; with
+``--metrics-port`` it serves Prometheus metrics on ``/metrics``.
 ``inspect`` prints what a checkpoint (a directory ``client.checkpoint()``
 returned, or its file) holds. See ``EXAMPLE_CONFIG``
 (also in ``--help``). The options are in resound._server_args, the config
@@ -146,9 +147,10 @@ def _run(args: argparse.Namespace, settings: ServerSettings) -> int:
             host=settings.host,
             checkpointer=checkpointer,
             tls=settings.tls,
+            metrics_port=settings.metrics_port,
             **settings.limits,
         )
-    except (ValueError, RuntimeError, OSError) as error:
+    except (ValueError, RuntimeError, OSError, ImportError) as error:
         print(f"resound-server: {error}", file=sys.stderr)
         return 2
 
