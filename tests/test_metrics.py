@@ -5,6 +5,7 @@ on both transports."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import threading
 import time
@@ -266,3 +267,20 @@ def test_a_client_of_several_servers_sums_the_counters():
     finally:
         for server in servers:
             server.stop()
+
+
+def test_only_a_server_with_metrics_loads_prometheus_client():
+    code = (
+        "import sys, resound\n"
+        "server = resound.Server([resound.Table.queue('q', 10)])\n"
+        "loaded = 'prometheus_client' in sys.modules\n"
+        "server.stop()\n"
+        "server = resound.Server([resound.Table.queue('q', 10)], listen=False, metrics_port=0)\n"
+        "print(loaded, 'prometheus_client' in sys.modules)\n"
+        "server.stop()\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=SAFETY
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "True"]
