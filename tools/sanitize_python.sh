@@ -46,7 +46,7 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 python="$venv/bin/python"
 "$python" -m pip install --quiet --upgrade pip
-"$python" -m pip install --quiet "pybind11>=2.12" cmake ninja numpy lz4 grpcio protobuf grpcio-tools "pytest>=9" hypothesis cryptography
+"$python" -m pip install --quiet "pybind11>=2.12" cmake ninja numpy lz4 grpcio grpcio-health-checking protobuf grpcio-tools prometheus_client "pytest>=9" hypothesis cryptography
 
 cmake --preset "$preset" -DRESOUND_BUILD_PYTHON=ON \
   -Dpybind11_DIR="$("$python" -m pybind11 --cmakedir)" -DPython_EXECUTABLE="$python" > /dev/null

@@ -162,6 +162,8 @@ py::dict RateLimiterInfoDict(const RateLimiterInfo& info) {
   out["waiting_samples"] = info.waiting_samples;
   out["blocked_inserts"] = info.blocked_inserts;
   out["blocked_samples"] = info.blocked_samples;
+  out["blocked_insert_seconds"] = info.blocked_insert_seconds;
+  out["blocked_sample_seconds"] = info.blocked_sample_seconds;
   return out;
 }
 

@@ -357,6 +357,8 @@ them, items in order) whose chunks are live in `store`.)doc");
       .def_readonly("num_unique_samples", &TableInfo::num_unique_samples)
       .def_readonly("num_chunks", &TableInfo::num_chunks)
       .def_readonly("memory_bytes", &TableInfo::memory_bytes)
+      .def_readonly("num_priority_updates", &TableInfo::num_priority_updates)
+      .def_readonly("num_mutate_deletes", &TableInfo::num_mutate_deletes)
       .def_property_readonly("rate_limiter", [](const TableInfo& i) { return RateLimiterInfoDict(i.rate_limiter); })
       .def_readonly("closed", &TableInfo::closed);
 

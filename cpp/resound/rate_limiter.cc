@@ -169,8 +169,8 @@ bool RateLimiter::CanSample(int64_t n) const {
 void RateLimiter::NotifyWaiters() noexcept {
   // Checking the predicate first keeps the common case (nobody blocked, or
   // still blocked) free of futex calls.
-  if (waiting_inserts_ > 0 && (cancelled_ || AllowsInserts(1))) insert_cv_.notify_all();
-  if (waiting_samples_ > 0 && (cancelled_ || AllowsSamples(1))) sample_cv_.notify_all();
+  if (insert_waits_.waiting > 0 && (cancelled_ || AllowsInserts(1))) insert_cv_.notify_all();
+  if (sample_waits_.waiting > 0 && (cancelled_ || AllowsSamples(1))) sample_cv_.notify_all();
   if (armed_ != 0) {
     const uint32_t ready = ReadySides(armed_);
     if (ready != 0) {
@@ -187,10 +187,22 @@ uint32_t RateLimiter::ReadySides(uint32_t sides) const noexcept {
   return ready;
 }
 
+void RateLimiter::WaitClock::Change(int64_t delta) noexcept {
+  const auto now = std::chrono::steady_clock::now();
+  if (waiting > 0) total += (now - changed) * waiting;
+  changed = now;
+  waiting += delta;
+  if (delta > 0) blocked += delta;
+}
+
+double RateLimiter::WaitClock::Seconds() const noexcept {
+  auto sum = total;
+  if (waiting > 0) sum += (std::chrono::steady_clock::now() - changed) * waiting;
+  return std::chrono::duration<double>(sum).count();
+}
+
 void RateLimiter::NoteExternalWait(uint32_t side, int waiting) noexcept {
-  const bool inserts = side == WakeSignal::kInserts;
-  (inserts ? waiting_inserts_ : waiting_samples_) += waiting;
-  if (waiting > 0) ++(inserts ? blocked_inserts_ : blocked_samples_);
+  (side == WakeSignal::kInserts ? insert_waits_ : sample_waits_).Change(waiting);
 }
 
 bool RateLimiter::ArmWake(WakeSignal& signal, uint32_t side) noexcept {
@@ -242,14 +254,13 @@ void RateLimiter::Cancel() noexcept {
 
 template <typename Ready>
 bool RateLimiter::Await(std::unique_lock<std::mutex>& lock, const Deadline& deadline,
-                        std::condition_variable& cv, int64_t& waiting, int64_t& blocked,
-                        const char* what, Ready ready) {
+                        std::condition_variable& cv, WaitClock& side, const char* what,
+                        Ready ready) {
   if (cancelled_) throw CancelledError("the table is closed");
   if (ready()) return false;
   const bool insert = std::string_view(what) == "insert";
   if (deadline.has_passed()) throw DeadlineExceededError(WhyBlocked(insert));
-  ++waiting;
-  ++blocked;
+  side.Change(+1);
   const auto done = [&] { return cancelled_ || ready(); };
   bool ok;
   if (deadline.is_infinite()) {
@@ -258,24 +269,31 @@ bool RateLimiter::Await(std::unique_lock<std::mutex>& lock, const Deadline& dead
   } else {
     ok = cv.wait_until(lock, deadline.time_point(), done);
   }
-  --waiting;
+  side.Change(-1);
   if (cancelled_) throw CancelledError("the table was closed while waiting to " + std::string(what));
   if (!ok) throw DeadlineExceededError(WhyBlocked(insert));
   return true;
 }
 
 bool RateLimiter::AwaitCanInsert(std::unique_lock<std::mutex>& lock, const Deadline& deadline) {
-  return Await(lock, deadline, insert_cv_, waiting_inserts_, blocked_inserts_, "insert",
+  return Await(lock, deadline, insert_cv_, insert_waits_, "insert",
                [this] { return AllowsInserts(1); });
 }
 
 bool RateLimiter::AwaitCanSample(std::unique_lock<std::mutex>& lock, const Deadline& deadline) {
-  return Await(lock, deadline, sample_cv_, waiting_samples_, blocked_samples_, "sample",
+  return Await(lock, deadline, sample_cv_, sample_waits_, "sample",
                [this] { return AllowsSamples(1); });
 }
 
 RateLimiterInfo RateLimiter::Info() const noexcept {
-  return {config_, counters_, waiting_inserts_, waiting_samples_, blocked_inserts_, blocked_samples_};
+  return {config_,
+          counters_,
+          insert_waits_.waiting,
+          sample_waits_.waiting,
+          insert_waits_.blocked,
+          sample_waits_.blocked,
+          insert_waits_.Seconds(),
+          sample_waits_.Seconds()};
 }
 
 }  // namespace resound

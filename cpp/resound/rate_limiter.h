@@ -16,6 +16,7 @@
 #ifndef RESOUND_RATE_LIMITER_H_
 #define RESOUND_RATE_LIMITER_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -64,6 +65,11 @@ struct RateLimiterInfo {
   int64_t waiting_samples = 0;
   int64_t blocked_inserts = 0;  // calls that ever had to wait, since creation
   int64_t blocked_samples = 0;
+  // Seconds calls spent blocked, since creation, summed over the calls
+  // (two calls blocked for one second count two), the waits still going
+  // on included up to the moment of the snapshot.
+  double blocked_insert_seconds = 0.0;
+  double blocked_sample_seconds = 0.0;
 };
 
 class RateLimiter {
@@ -110,7 +116,8 @@ class RateLimiter {
   bool ArmWake(WakeSignal& signal, uint32_t side) noexcept;
   // Counts a call that waits outside the limiter (`waiting` +1 when it
   // starts waiting, which also counts it as blocked, -1 when it stops) in
-  // the figures of Info(), as the limiter's own waits are. Table lock held.
+  // the figures of Info(), its blocked seconds too, as the limiter's own
+  // waits are. Table lock held.
   void NoteExternalWait(uint32_t side, int waiting) noexcept;
   bool cancelled() const noexcept { return cancelled_; }
   // Why one more insert (or sample) is not allowed now, in the user's terms:
@@ -127,9 +134,23 @@ class RateLimiter {
   void NotifyWaiters() noexcept;
   // The armed sides that may proceed now (all of them once cancelled).
   uint32_t ReadySides(uint32_t sides) const noexcept;
+  // The blocked time of one side: the integral over time of its count of
+  // waiting calls. Every change of the count first adds the time since the
+  // last change times the count before it, so neither the limiter's own
+  // waits nor the external ones need a clock of their own.
+  struct WaitClock {
+    int64_t waiting = 0;
+    int64_t blocked = 0;
+    std::chrono::steady_clock::duration total{0};
+    std::chrono::steady_clock::time_point changed{};
+
+    void Change(int64_t delta) noexcept;
+    double Seconds() const noexcept;  // total, plus the waits still going on
+  };
+
   template <typename Ready>
   bool Await(std::unique_lock<std::mutex>& lock, const Deadline& deadline, std::condition_variable& cv,
-             int64_t& waiting, int64_t& blocked, const char* what, Ready ready);
+             WaitClock& side, const char* what, Ready ready);
 
   const RateLimiterConfig config_;
   const std::string table_name_;
@@ -137,10 +158,8 @@ class RateLimiter {
   bool cancelled_ = false;
   std::condition_variable insert_cv_;
   std::condition_variable sample_cv_;
-  int64_t waiting_inserts_ = 0;
-  int64_t waiting_samples_ = 0;
-  int64_t blocked_inserts_ = 0;
-  int64_t blocked_samples_ = 0;
+  WaitClock insert_waits_;
+  WaitClock sample_waits_;
   WakeSignal* wake_ = nullptr;
   uint32_t armed_ = 0;  // WakeSignal bits
 };

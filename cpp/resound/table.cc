@@ -297,6 +297,8 @@ MutateResult Table::MutatePriorities(const std::vector<std::pair<uint64_t, doubl
     DeleteLocked(*slot, released);
     ++result.num_deleted;
   }
+  num_priority_updates_ += result.num_updated;
+  num_mutate_deletes_ += result.num_deleted;
   return result;
 }
 
@@ -390,6 +392,8 @@ TableInfo Table::Info() const {
   info.num_unique_samples = num_unique_samples_;
   info.num_chunks = static_cast<int64_t>(chunk_refs_.size());
   info.memory_bytes = chunk_memory_bytes_;
+  info.num_priority_updates = num_priority_updates_;
+  info.num_mutate_deletes = num_mutate_deletes_;
   info.rate_limiter = limiter_.Info();
   info.closed = closed_;
   return info;

@@ -178,6 +178,8 @@ class Table {
   int64_t chunk_memory_bytes_ = 0;
   int64_t num_deleted_episodes_ = 0;
   int64_t num_unique_samples_ = 0;
+  int64_t num_priority_updates_ = 0;  // by MutatePriorities, see TableInfo
+  int64_t num_mutate_deletes_ = 0;
   uint64_t next_sequence_ = 0;
   bool closed_ = false;
   std::unique_ptr<WakeSignal> wake_;  // made by the first ArmWake or wake_fd

@@ -109,6 +109,10 @@ struct TableInfo {
   int64_t num_unique_samples = 0;
   int64_t num_chunks = 0;      // distinct chunks referenced by the items
   int64_t memory_bytes = 0;    // memory of those chunks
+  // Keys MutatePriorities found and gave a new priority, and found and
+  // deleted, since the table was created (not reset, not checkpointed).
+  int64_t num_priority_updates = 0;
+  int64_t num_mutate_deletes = 0;
   RateLimiterInfo rate_limiter;
   bool closed = false;
 };

@@ -26,6 +26,7 @@ import contextlib
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -135,6 +136,17 @@ class Server:
         else is in flight.
       max_inflight_bytes_per_connection: the same for one client connection
         (default 512 MiB).
+      metrics_port: None (the default: no metrics), or the port to serve
+        Prometheus metrics of the tables on, as ``http://host:port/metrics``
+        (0: a free one; ``metrics_port`` tells which), on ``host`` as gRPC
+        is, in embedded mode too. Needs prometheus_client (``pip install
+        "resound-rl[metrics]"``; ImportError otherwise). See
+        docs/observability.md for the metrics.
+
+    A listening server also serves the standard gRPC health service
+    (``grpc.health.v1.Health``): the server (``""``) and
+    ``resound.v1.Replay`` are SERVING until ``stop()`` begins, NOT_SERVING
+    from then on.
 
     A server that listens (like a remote client) sets glibc malloc's mmap and
     trim thresholds for its process (32 MB and 64 MB), so that the
@@ -159,6 +171,7 @@ class Server:
         max_open_calls_per_connection: int | None = None,
         max_inflight_bytes: int | None = None,
         max_inflight_bytes_per_connection: int | None = None,
+        metrics_port: int | None = None,
     ) -> None:
         if not tables:
             raise ValueError("At least one table must be provided")
@@ -183,6 +196,15 @@ class Server:
             raise ValueError(f"port must be an int in [1, 65535] or None, got {port!r}")
         if not isinstance(host, str) or not host:
             raise ValueError(f"host must be a nonempty str such as '127.0.0.1', got {host!r}")
+        if metrics_port is not None and (
+            isinstance(metrics_port, bool)
+            or not isinstance(metrics_port, int)
+            or not 0 <= metrics_port < 65536
+        ):
+            raise ValueError(
+                f"metrics_port must be an int in [0, 65535] (0: a free port) or None (no "
+                f"metrics), got {metrics_port!r}"
+            )
         if tls is not None and not isinstance(tls, ServerTls):
             raise ValueError(f"tls must be a resound.tls.ServerTls or None, got {tls!r}")
         if tls is not None and not listen:
@@ -242,13 +264,29 @@ class Server:
         self._started = time.monotonic()
         self._port: int | None = None
         self._serving: Any = None  # the ServingLoop of a listening server
+        self._metrics: Any = None  # the MetricsEndpoint, if asked for
+        if metrics_port is not None:
+            self._metrics = self._serve_metrics(host, metrics_port, listen)
+        metrics = "" if self._metrics is None else f", metrics on {self._metrics.url}"
         if listen:
-            self._port = self._serve(host, 0 if port is None else port)
+            try:
+                self._port = self._serve(host, 0 if port is None else port)
+            except BaseException:
+                if self._metrics is not None:
+                    self._metrics.stop()
+                raise
             local_servers.register(self._port, self)
             security = "plaintext" if tls is None else repr(tls)
             _LOGGER.info(
-                "serving %d table(s) on %s:%d (%s)", len(self._tables), host, self._port, security
+                "serving %d table(s) on %s:%d (%s)%s",
+                len(self._tables),
+                host,
+                self._port,
+                security,
+                metrics,
             )
+        elif self._metrics is not None:
+            _LOGGER.info("embedded server of %d table(s)%s", len(self._tables), metrics)
 
     def _contents(self) -> str:
         """What the tables hold, for the log: items and MiB."""
@@ -256,6 +294,22 @@ class Server:
         items = sum(info.current_size for info in infos)
         stored = sum(info.memory_bytes for info in infos)
         return f"{items:,} items, {stored / 2**20:,.1f} MiB in {len(self._tables)} table(s)"
+
+    def _serve_metrics(self, host: str, port: int, listen: bool) -> Any:
+        # Imported here: only a server with metrics loads prometheus_client.
+        from resound._service.metrics import MetricsEndpoint, TablesCollector
+
+        # Through a weak proxy: the endpoint's thread must not keep an
+        # unstopped server alive (its finalizer stops the endpoint).
+        server = weakref.proxy(self)
+        calls = (lambda: server._call_counts()) if listen else None
+        return MetricsEndpoint(TablesCollector(server, calls), host, port)
+
+    def _call_counts(self) -> tuple[int, int]:
+        serving = self._serving
+        if serving is None:
+            return 0, 0
+        return serving.open_calls, serving.open_connections
 
     def _serve(self, host: str, port: int) -> int:
         keep_message_buffers_warm()
@@ -296,6 +350,11 @@ class Server:
     def port(self) -> int | None:
         """The port clients reach this server on; None in embedded mode."""
         return self._port
+
+    @property
+    def metrics_port(self) -> int | None:
+        """The port of the server's ``/metrics`` (HTTP); None without metrics."""
+        return None if self._metrics is None else self._metrics.port
 
     @property
     def max_bytes(self) -> int | None:
@@ -357,13 +416,17 @@ class Server:
 
     def stop(self) -> None:
         """Closes every table: blocked and later calls raise CancelledError.
-        Idempotent."""
+        A listening server reports NOT_SERVING on its health service first;
+        its metrics endpoint stops last. Idempotent."""
         self._stop(wait=True)
 
     def _stop(self, *, wait: bool) -> None:
         if self._stopped.is_set():
             return
         self._stopped.set()
+        if self._serving is not None:
+            # First, so that load balancers drain while the calls end.
+            self._serving.stop_serving(wait=wait)
         for table in self._tables.values():
             table._core.close()
         if self._serving is not None:
@@ -374,6 +437,11 @@ class Server:
             self._serving.stop(grace=_STOP_GRACE_SECONDS, wait=wait)
         if self._port is not None:
             local_servers.unregister(self._port, self)
+        if self._metrics is not None:
+            if wait:
+                self._metrics.stop()
+            else:  # its stop waits for its thread, which may be this one
+                threading.Thread(target=self._metrics.stop, daemon=True).start()
         if wait:  # not from a finalizer, which may run anywhere
             _LOGGER.info("stopped after %.0f s", time.monotonic() - self._started)
 

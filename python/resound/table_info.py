@@ -6,8 +6,12 @@ messages, ``rate_limiter_info`` a ``RateLimiterInfo`` and
 ``table_worker_time`` a ``TableWorkerTime`` message, with Reverb's fields and
 field numbers (``WhichOneof('distribution')``, ``HasField('heap')``,
 ``SerializeToString()`` all work as with Reverb). resound adds the
-limiter's ``delete_stats``, the chunk count, the bytes the table's items
-hold and its ``max_bytes``. An options message compares equal to the
+limiter's ``delete_stats`` and the calls it held up (``blocked_inserts``,
+``blocked_samples``) with the seconds they spent held up
+(``blocked_insert_seconds``, ``blocked_sample_seconds``), the chunk count,
+the bytes the table's items hold, its ``max_bytes``, and the keys priority
+mutations updated and deleted (``num_priority_updates``,
+``num_mutate_deletes``). An options message compares equal to the
 selector it describes (``info.sampler_options == selectors.Fifo()``).
 
 The message classes come from resound._proto, which needs protobuf: they
@@ -147,6 +151,10 @@ class TableInfo:
     num_chunks: int = 0
     memory_bytes: int = 0
     max_bytes: int | None = None  # beyond Reverb: the table's memory bound, if any
+    # Beyond Reverb: keys mutate_priorities found and updated, and found and
+    # deleted, since the table was created.
+    num_priority_updates: int = 0
+    num_mutate_deletes: int = 0
 
     @classmethod
     def from_core(cls, info: _core.TableInfo, signature: Any) -> TableInfo:
@@ -166,6 +174,10 @@ class TableInfo:
                 insert_stats=_calls(limiter["inserts"]),
                 sample_stats=_calls(limiter["samples"]),
                 delete_stats=_calls(limiter["deletes"]),
+                blocked_inserts=int(limiter["blocked_inserts"]),
+                blocked_samples=int(limiter["blocked_samples"]),
+                blocked_insert_seconds=limiter["blocked_insert_seconds"],
+                blocked_sample_seconds=limiter["blocked_sample_seconds"],
             ),
             signature=signature,
             current_size=info.current_size,
@@ -175,6 +187,8 @@ class TableInfo:
             num_chunks=info.num_chunks,
             memory_bytes=info.memory_bytes,
             max_bytes=info.max_bytes or None,
+            num_priority_updates=info.num_priority_updates,
+            num_mutate_deletes=info.num_mutate_deletes,
         )
 
 
@@ -202,6 +216,13 @@ def combined(infos: list[TableInfo]) -> TableInfo:
         getattr(limiter, field).completed = sum(
             getattr(info.rate_limiter_info, field).completed for info in infos
         )
+    for field in (
+        "blocked_inserts",
+        "blocked_samples",
+        "blocked_insert_seconds",
+        "blocked_sample_seconds",
+    ):
+        setattr(limiter, field, sum(getattr(info.rate_limiter_info, field) for info in infos))
     return dataclasses.replace(
         first,
         max_size=total("max_size"),
@@ -212,5 +233,7 @@ def combined(infos: list[TableInfo]) -> TableInfo:
         num_unique_samples=total("num_unique_samples"),
         num_chunks=total("num_chunks"),
         memory_bytes=total("memory_bytes"),
+        num_priority_updates=total("num_priority_updates"),
+        num_mutate_deletes=total("num_mutate_deletes"),
         max_bytes=None if any(i.max_bytes is None for i in infos) else total("max_bytes"),
     )

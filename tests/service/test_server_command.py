@@ -9,6 +9,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -68,12 +69,36 @@ def test_serves_the_configured_tables_until_sigterm(config):
     served.wait_for("received SIGTERM, stopping")
 
 
+@pytest.mark.parametrize("where", ["option", "config"])
+def test_metrics_are_served_where_the_start_line_says(config, where):
+    if where == "option":
+        served = ServerProcess(config, "--metrics-port", "0")
+    else:
+        config.write_text(GOOD_CONFIG.replace("[server]", "[server]\nmetrics_port = 0"))
+        served = ServerProcess(config)
+    try:
+        match = served.wait_for(
+            r"serving 2 table\(s\) on 127\.0\.0\.1:(\d+) \(plaintext\), "
+            r"metrics on (http://127\.0\.0\.1:\d+/metrics)"
+        )
+        client = resound.Client(f"127.0.0.1:{match.group(1)}")
+        client.insert({"obs": np.zeros(3, np.float32)}, priorities={"replay": 1.0})
+        with urllib.request.urlopen(match.group(2), timeout=SAFETY) as answer:
+            text = answer.read().decode()
+        assert 'resound_table_inserts_total{table="replay"} 1.0' in text
+        assert 'resound_table_max_items{table="queue"} 10.0' in text
+    finally:
+        assert served.stop() == 0
+
+
 def test_help_explains_the_options_with_an_example():
     result = subprocess.run(
         server_command("--help"), capture_output=True, text=True, timeout=SAFETY
     )
     assert result.returncode == 0
-    for text in ("--config", "--host", "--port", "[[tables]]", "rate_limiter", "0.0.0.0"):
+    for text in (
+        "--config", "--host", "--port", "--metrics-port", "[[tables]]", "rate_limiter", "0.0.0.0",
+    ):  # fmt: skip
         assert text in result.stdout
 
 
@@ -99,6 +124,7 @@ def test_the_example_config_is_valid(tmp_path):
         (("max_size = 10\n", "max_size = 10\ncolour = 1\n"), "colour"),
         (('host = "127.0.0.1"', "host = 5"), "server.host"),
         (("[server]", "[server]\nport = 70000"), "server.port"),
+        (("[server]", "[server]\nmetrics_port = -1"), "server.metrics_port must be an integer"),
         (("[[tables]]", "[[tables]"), "not valid TOML"),
     ],
 )

@@ -43,6 +43,11 @@ class CallLimits:
         """Calls open right now."""
         return self._open.total
 
+    @property
+    def connections(self) -> int:
+        """Client connections with a call open right now."""
+        return self._open.peers
+
     def admit(self, peer: str) -> str | None:
         """Counts a new call of ``peer``; or, past a limit, counts nothing
         and returns why it is refused."""

@@ -24,6 +24,11 @@ class PeerTally:
         self.total = 0
         self._by_peer: dict[str, int] = {}
 
+    @property
+    def peers(self) -> int:
+        """Peers with a count above 0."""
+        return len(self._by_peer)
+
     def of(self, peer: str) -> int:
         return self._by_peer.get(peer, 0)
 

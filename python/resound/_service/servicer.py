@@ -198,6 +198,11 @@ class ReplayServicer:
         """Long-lived calls open right now."""
         return self._limits.open
 
+    @property
+    def open_connections(self) -> int:
+        """Client connections with a long-lived call open right now."""
+        return self._limits.connections
+
     def stop(self) -> None:
         """Ends every call still running (on the loop, after the tables
         closed) with CANCELLED, "the server stopped": the parked ones are

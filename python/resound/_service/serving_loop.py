@@ -4,7 +4,9 @@
 thread, so that ``resound.Server`` keeps its blocking API (it is built and
 stopped from ordinary threads) while every call it serves is a coroutine:
 the number of open streams and waiting calls is bound by memory, not by a
-thread pool. The servicer's handlers run on this loop (see servicer.py).
+thread pool. The servicer's handlers run on this loop (see servicer.py), and
+so does the standard gRPC health service (health.py), which ``stop_serving``
+turns to NOT_SERVING when the server begins to stop.
 
 Example:
     >>> loop = ServingLoop(servicer, options)  # doctest: +SKIP
@@ -22,6 +24,7 @@ from typing import Any
 
 import grpc
 
+from resound._service.health import ServingHealth
 from resound._service.servicer import ReplayServicer
 
 __all__ = ["ServingLoop"]
@@ -44,12 +47,31 @@ class ServingLoop:
         self._loop.set_default_executor(self._workers)
         self._thread = threading.Thread(target=self._run, name="resound-grpc-loop", daemon=True)
         self._server: Any = None
+        self._health = ServingHealth()
         self._stopped = False
 
     @property
     def open_calls(self) -> int:
         """Long-lived calls open right now (read from any thread)."""
         return self._servicer.open_calls
+
+    @property
+    def open_connections(self) -> int:
+        """Client connections with a long-lived call open (read from any thread)."""
+        return self._servicer.open_connections
+
+    def stop_serving(self, *, wait: bool = True) -> None:
+        """Reports NOT_SERVING on the health service from now on: the first
+        step of a stop, so that load balancers drain before calls end.
+        With ``wait=False``, and from the loop's own thread, it only starts."""
+        if self._stopped or not self._loop.is_running():
+            return
+        if threading.current_thread() is self._thread:
+            self._health.stop_serving()
+            return
+        done = asyncio.run_coroutine_threadsafe(self._stop_serving(), self._loop)
+        if wait:
+            done.result()
 
     def start(self, address: str, credentials: grpc.ServerCredentials | None) -> int:
         """Serves on ``address`` and returns the bound port, or 0 if it could
@@ -91,11 +113,16 @@ class ServingLoop:
         except RuntimeError:  # grpcio >= 1.63 raises instead of returning 0
             port = 0
         if port:
+            self._health.serve_on(server)
             await server.start()
             self._server = server
         return port
 
+    async def _stop_serving(self) -> None:
+        self._health.stop_serving()
+
     async def _stop(self, grace: float) -> None:
+        self._health.stop_serving()  # if stop_serving was not called first
         self._servicer.stop()
         if self._server is not None:
             await self._server.stop(grace)

@@ -109,6 +109,8 @@ def table_info_message(info: TableInfo, signature: Any) -> Any:
         memory_bytes=info.memory_bytes,
         signature=specs.encode_signature(signature),
         max_bytes=info.max_bytes or 0,
+        num_priority_updates=info.num_priority_updates,
+        num_mutate_deletes=info.num_mutate_deletes,
     )
 
 
@@ -128,6 +130,12 @@ def table_info_now(template: Any, info: _core.TableInfo) -> Any:
     limiter.insert_stats.completed = int(counts["inserts"])
     limiter.sample_stats.completed = int(counts["samples"])
     limiter.delete_stats.completed = int(counts["deletes"])
+    limiter.blocked_inserts = int(counts["blocked_inserts"])
+    limiter.blocked_samples = int(counts["blocked_samples"])
+    limiter.blocked_insert_seconds = counts["blocked_insert_seconds"]
+    limiter.blocked_sample_seconds = counts["blocked_sample_seconds"]
+    message.num_priority_updates = info.num_priority_updates
+    message.num_mutate_deletes = info.num_mutate_deletes
     return message
 
 
@@ -152,4 +160,6 @@ def table_info_from_message(message: Any) -> TableInfo:
         num_chunks=message.num_chunks,
         memory_bytes=message.memory_bytes,
         max_bytes=message.max_bytes or None,
+        num_priority_updates=message.num_priority_updates,
+        num_mutate_deletes=message.num_mutate_deletes,
     )
