@@ -49,9 +49,12 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import math
+import threading
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -66,12 +69,28 @@ if TYPE_CHECKING:
 
 __all__ = ["VectorWriter"]
 
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
 # Waits for a rate limiter run in slices this long, so that Ctrl-C is seen.
 _WAIT_SLICE_SECONDS = 0.1
 # Steps per chunk when not given: fewer, larger chunks cost less per step
 # (a chunk is the unit of bookkeeping), at the price of items becoming
 # sampleable up to this many steps after they are created.
 _DEFAULT_CHUNK_LENGTH = 16
+
+
+def _locked(method: _Method) -> _Method:
+    """Runs ``method`` under the writer's lock. The C++ writer waits for a
+    table without the GIL; a second thread calling into the same writer then
+    waits here (without the GIL too) rather than in C++ holding the GIL,
+    which would stop the thread that could make room in the table."""
+
+    @functools.wraps(method)
+    def run(self: VectorWriter, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return cast(_Method, run)
 
 
 def _check_count(value: Any, name: str) -> int:
@@ -130,6 +149,7 @@ class VectorWriter:
         self._paths: list[Any] = []
         self._one = np.ones(1)
         self._closed = False
+        self._lock = threading.RLock()  # close() flushes under it
 
     # --- properties
 
@@ -161,6 +181,7 @@ class VectorWriter:
 
     # --- writing
 
+    @_locked
     def append(self, step: Any) -> None:
         """Appends one step to each environment's episode.
 
@@ -178,6 +199,7 @@ class VectorWriter:
             for env, writer in enumerate(self._per_env):
                 writer.append(nest.unflatten_as(self._structure, [c[env] for c in columns]))
 
+    @_locked
     def create_items(
         self,
         table: str,
@@ -220,6 +242,7 @@ class VectorWriter:
             created += 1
         return created
 
+    @_locked
     def end_episodes(self, envs: npt.ArrayLike | None = None) -> None:
         """Ends the episodes of the selected environments (a bool mask such
         as a vector environment's ``done``, or indices; default all): their
@@ -234,6 +257,7 @@ class VectorWriter:
                 if mask is None or mask[env]:
                     writer.end_episode(clear_buffers=True)
 
+    @_locked
     def flush(self, timeout_ms: int | None = None) -> None:
         """Waits until every item created so far is in its table; raises
         DeadlineExceededError after ``timeout_ms`` (None: no limit)."""
@@ -247,6 +271,7 @@ class VectorWriter:
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
                 writer.flush(timeout_ms=None if left is None else int(left * 1000))
 
+    @_locked
     def close(self) -> None:
         """Flushes and closes the writer; idempotent."""
         if self._closed:

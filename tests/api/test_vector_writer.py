@@ -234,3 +234,25 @@ def test_bad_arguments_name_the_argument(serve):
     writer.close()
     with pytest.raises(RuntimeError, match="closed"):
         writer.append({"x": np.zeros(2)})
+
+
+def test_a_second_thread_on_a_waiting_writer_does_not_stop_the_reader(serve):
+    # Thread one waits in flush for a full queue; thread two calls append on
+    # the same writer meanwhile. The reader must still get the GIL and make
+    # room, so both finish.
+    _, client = serve(queue(max_size=1))
+    writer = client.vector_writer(1, max_sequence_length=1, max_chunk_length=1)
+    writer.append({"x": np.zeros(1, np.float32)})
+    writer.create_items("q", length=1)
+    writer.append({"x": np.ones(1, np.float32)})
+    writer.create_items("q", length=1)  # waits in the writer: the queue is full
+    flushing = threading.Thread(target=writer.flush)
+    flushing.start()
+    appending = threading.Thread(target=lambda: writer.append({"x": np.ones(1, np.float32)}))
+    appending.start()
+    taken = list(client.sample("q", 2, emit_timesteps=False, timeout=SAFETY))
+    flushing.join(SAFETY)
+    appending.join(SAFETY)
+    assert not flushing.is_alive() and not appending.is_alive()
+    assert [float(np.asarray(s.data[0]).reshape(-1)[0]) for s in taken] == [0.0, 1.0]
+    writer.close()
