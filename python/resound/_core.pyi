@@ -471,6 +471,7 @@ def decode_sample_response(
     npt.NDArray[np.bool_],  # rate_limited
     bool,  # end_of_request
     bool,  # timed_out
+    str,  # timeout_reason
 ]: ...
 def find_bytes_field(message: Any, field_number: int) -> tuple[int, int, int] | None: ...
 def stack_trajectories(

@@ -185,6 +185,11 @@ class ReplayServicer:
                     request_deserializer=_parser(P.ServerInfoRequest),
                     response_serializer=P.ServerInfoResponse.SerializeToString,
                 ),
+                "WhyBlocked": grpc.unary_unary_rpc_method_handler(
+                    self._guard(self.why_blocked),
+                    request_deserializer=_parser(P.WhyBlockedRequest),
+                    response_serializer=P.WhyBlockedResponse.SerializeToString,
+                ),
                 "Checkpoint": grpc.unary_unary_rpc_method_handler(
                     self._guard(self.checkpoint),
                     request_deserializer=_parser(P.CheckpointRequest),
@@ -416,8 +421,8 @@ class ReplayServicer:
                     # instead of waiting in turn (and taking samples from a
                     # client that gave up meanwhile).
                     batch = await self._take(request, arrived)
-                except DeadlineExceededError:
-                    yield _TIMED_OUT
+                except DeadlineExceededError as error:
+                    yield _timed_out(str(error))
                     continue
                 responses = _sample_responses(batch, request.max_per_response, mark_end=True)
                 async with contextlib.aclosing(self._budgeted(peer, responses)) as budgeted:
@@ -475,9 +480,8 @@ class ReplayServicer:
                 if deadline is not None:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
-                        raise DeadlineExceededError(
-                            f"no sample of table {request.table!r} within {timeout} s"
-                        ) from None
+                        # Why, as the core's own timeouts (embedded) say it.
+                        raise DeadlineExceededError(table.why_blocked(False)) from None
                 try:
                     await self._parked_on(waiter.wait(remaining))
                 except asyncio.TimeoutError:
@@ -537,6 +541,22 @@ class ReplayServicer:
             )
         return wire.table_info_now(template, table._core.info())
 
+    async def why_blocked(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        """Why each table asked about (every table if none) holds its side
+        up right now; tables that do not, or do not exist, are left out."""
+        del context
+        names = list(request.tables) or list(self._server.tables)
+        response = _proto.WhyBlockedResponse()
+        for name in names:
+            host = self._server.tables.get(name)
+            if host is None:
+                continue
+            table = host._core
+            if not (table.can_insert() if request.insert else table.can_sample()):
+                response.tables.append(name)
+                response.reasons.append(_status_message(table.why_blocked(request.insert)))
+        return response
+
     async def checkpoint(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         del request, context
         self._check_running()
@@ -554,8 +574,14 @@ class ReplayServicer:
 
 
 _END = object()
-# SampleStream's answer to a request whose wait for the rate limiter ran out.
-_TIMED_OUT = _proto.SampleResponse(end_of_request=True, timed_out=True).SerializeToString()
+
+
+def _timed_out(reason: str) -> bytes:
+    """SampleStream's answer to a request whose wait for the rate limiter
+    ran out, saying why (what the client's DeadlineExceededError says)."""
+    return _proto.SampleResponse(
+        end_of_request=True, timed_out=True, timeout_reason=_status_message(reason)
+    ).SerializeToString()
 
 
 async def _read_into(requests: AsyncIterator[Any], inbox: asyncio.Queue[Any]) -> None:
