@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from resound import _core
+from resound._transport.members import Member, log_failover
 from resound._transport.remote import RemoteTransport, update_arrays
 from resound._transport.targets import Target, resolve_name
 from resound._transport.waiting import Outage, deadline_after, remaining
@@ -66,8 +67,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Member", "ServerSet"]
 
-# A server that failed a call is left out this long, doubling per failure.
-_DOWN_BACKOFF_START, _DOWN_BACKOFF_MAX = 0.5, 2.0
 # A dns: target is resolved again this often, and sooner after a failure.
 _RESOLVE_EVERY_SECONDS = 30.0
 _RESOLVE_AFTER_FAILURE_SECONDS = 1.0
@@ -101,22 +100,6 @@ def _call_weakly(method: weakref.WeakMethod, *args: Any) -> Any:
     """``method(*args)`` while its object lives; None after."""
     bound = method()
     return None if bound is None else bound(*args)
-
-
-class Member:
-    """One server of the set: its address, its transport, its health."""
-
-    def __init__(self, address: str, transport: AddressTransport) -> None:
-        self.address = address
-        # Embedded or gRPC, chosen at each use as for a client of one server.
-        self.connection = transport
-        self.failures = 0
-        self.down_until = 0.0
-        # Tables whose last sample request here found nothing to give, and when.
-        self.starved: dict[str, float] = {}
-
-    def __repr__(self) -> str:
-        return f"Member({self.address!r})"
 
 
 class ServerSet:
@@ -176,18 +159,22 @@ class ServerSet:
     def addresses(self) -> list[str]:
         return [m.address for m in self.members()]
 
-    def mark_down(self, member: Member) -> None:
+    def mark_down(self, member: Member, error: BaseException | None = None) -> None:
+        """``member`` failed a call (``error``): left out for a back-off,
+        and said so once when it goes down (see members.py)."""
         with self._lock:
-            backoff = min(_DOWN_BACKOFF_START * 2**member.failures, _DOWN_BACKOFF_MAX)
-            member.failures += 1
-            member.down_until = time.monotonic() + backoff
+            went_down = member.mark_down()
             self._resolve_soon = True
+        if went_down:
+            member.log_down(error, [m.address for m in self.live() if m is not member])
 
     def mark_up(self, member: Member) -> None:
+        """``member`` answered: back in the set (said so if it was down)."""
         if member.failures:
             with self._lock:
-                member.failures = 0
-                member.down_until = 0.0
+                came_back = member.mark_up()
+            if came_back is not None:
+                member.log_up(came_back)
 
     def _resolve(self, host: str, port: int) -> None:
         self._resolved_at = time.monotonic()
@@ -260,7 +247,7 @@ class ServerSet:
                     for table in tables:
                         transport.table_info_for_writer(table)
                 except _GONE as gone:
-                    self.mark_down(member)
+                    self.mark_down(member, gone)
                     error = gone
                     continue
                 return member
@@ -277,13 +264,13 @@ class ServerSet:
                 others.append(member)
         now = time.monotonic()
         live = [m for m in others if m.down_until <= now]
-        if not live:
-            return None
         start = next(self._turn)
         for index in range(len(live)):
             transport = self.transport(live[(start + index) % len(live)])
             if isinstance(transport, RemoteTransport):
+                log_failover(failed.address, transport.address)
                 return transport
+        log_failover(failed.address, None)
         return None
 
     def _no_replacement(self, failed: RemoteTransport) -> RemoteTransport | None:
@@ -310,7 +297,7 @@ class ServerSet:
         outcomes = [_outcome(finish) for finish in finishes]
         for member, outcome in zip(members, outcomes, strict=True):
             if isinstance(outcome, _GONE):
-                self.mark_down(member)
+                self.mark_down(member, outcome)
             elif not isinstance(outcome, BaseException):
                 self.mark_up(member)
         return list(zip(members, outcomes, strict=True))
@@ -328,7 +315,7 @@ class ServerSet:
                 try:
                     return call(self.transport(member))
                 except _GONE as gone:
-                    self.mark_down(member)
+                    self.mark_down(member, gone)
                     error = gone
             outage = self._wait_for_a_member(outage, error, None, "ServerInfo", None)
 
@@ -450,7 +437,7 @@ class ServerSet:
             if isinstance(outcome, DeadlineExceededError):
                 member.starved[table] = time.monotonic()
             elif isinstance(outcome, _GONE):
-                self.mark_down(member)
+                self.mark_down(member, outcome)
                 last_gone = outcome
             elif isinstance(outcome, BaseException):
                 failure = failure or outcome
