@@ -59,6 +59,7 @@ from resound._transport.waiting import Outage, deadline_after, remaining
 from resound._transport.worker_pool import WorkerPool
 from resound.errors import CancelledError, DeadlineExceededError
 from resound.table_info import TableInfo, combined
+from resound.wait_warnings import SAMPLER_LOGGER, BlockedWait
 
 if TYPE_CHECKING:
     from resound._transport.factory import AddressTransport
@@ -94,6 +95,11 @@ def _outcome(call: Callable[[], Any]) -> Any:
         return call()
     except BaseException as error:  # noqa: BLE001 - handed to the caller
         return error
+
+
+def _reasons_text(reasons: dict[str, str]) -> str:
+    """Each server's reason, by address: "a:1: why | b:2: why"."""
+    return " | ".join(f"{address}: {reason}" for address, reason in reasons.items())
 
 
 def _call_weakly(method: weakref.WeakMethod, *args: Any) -> Any:
@@ -397,6 +403,11 @@ class ServerSet:
         outage: Outage | None = None
         what = f"Sample from table {table!r}"
         first_round = True
+        # Why each server's last request for this call timed out, for the
+        # wait warning and the final DeadlineExceededError.
+        reasons: dict[str, str] = {}
+        started = time.monotonic()
+        blocked: BlockedWait | None = None
         while True:
             now = time.monotonic()
             asking = (
@@ -436,6 +447,10 @@ class ServerSet:
             del outstanding[member]
             if isinstance(outcome, DeadlineExceededError):
                 member.starved[table] = time.monotonic()
+                reasons[member.address] = str(outcome)
+                if blocked is None:
+                    blocked = BlockedWait(SAMPLER_LOGGER, "sampler", started)
+                blocked.warn_if_due(functools.partial(_reasons_text, reasons))
             elif isinstance(outcome, _GONE):
                 self.mark_down(member, outcome)
                 last_gone = outcome
@@ -455,8 +470,8 @@ class ServerSet:
             if outage is not None and not self.live():
                 raise outage.deadline_error(what)
             raise DeadlineExceededError(
-                f"Sample from table {table!r}: no server gave a sample within the timeout "
-                "(rate limiters refused)"
+                f"Sample from table {table!r}: no server gave a sample within the timeout: "
+                + _reasons_text(reasons)
             )
         return [part for _, part in parts]
 
