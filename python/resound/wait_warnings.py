@@ -183,9 +183,13 @@ class _Watchdog:
         self._active: dict[int, tuple[BlockedWait, Callable[[], str]]] = {}
         self._ids = itertools.count()
         self._thread: threading.Thread | None = None
+        # When the thread's wait ends (inf: it waits for a registration).
+        self._wakes_at = math.inf
 
     def register(self, wait: BlockedWait, reason: Callable[[], str]) -> int:
         ident = next(self._ids)
+        due = wait.until_due()
+        due_at = time.monotonic() + (math.inf if due is None else due)
         with self._cv:
             self._active[ident] = (wait, reason)
             if self._thread is None:
@@ -193,10 +197,10 @@ class _Watchdog:
                     target=self._run, name="resound-wait-warnings", daemon=True
                 )
                 self._thread.start()
-            elif len(self._active) == 1:
-                # The thread waits without a timeout while nobody is
-                # registered; a later call is never due before the others
-                # (one threshold for all), so it needs no wake-up.
+            elif due_at < self._wakes_at:
+                # Woken only for a call due before it would wake anyway: a
+                # stream of short calls with one threshold costs no wake-ups.
+                self._wakes_at = due_at
                 self._cv.notify()
         return ident
 
@@ -208,6 +212,7 @@ class _Watchdog:
         while True:
             with self._cv:
                 if not self._active:
+                    self._wakes_at = math.inf
                     self._cv.wait()
                     continue
                 waits = list(self._active.values())
@@ -219,7 +224,9 @@ class _Watchdog:
                 continue
             later = [due for due, _, _ in dues if due is not None]
             with self._cv:
-                self._cv.wait(min(later) if later else None)
+                timeout = min(later) if later else None
+                self._wakes_at = math.inf if timeout is None else time.monotonic() + timeout
+                self._cv.wait(timeout)
 
 
 class _Watching:
