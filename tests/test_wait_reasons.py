@@ -265,9 +265,9 @@ def test_a_bad_environment_value_names_the_variable(monkeypatch: pytest.MonkeyPa
 
 def test_tables_and_limiters_say_why_they_block() -> None:
     table = resound.Table.queue("q", 2)
-    assert (
-        table._core.why_blocked(False) == "table 'q' has 0 items; Queue(2) needs 1 before sampling"
-    )
+    assert table.why_blocked() == "table 'q' has 0 items; Queue(2) needs 1 before sampling"
+    with pytest.raises(TypeError, match="insert must be True or False, got 1"):
+        table.why_blocked(1)  # type: ignore[arg-type]
     ratio = rate_limiters.SampleToInsertRatio(samples_per_insert=4.0, min_size_to_sample=1,
                                               error_buffer=10.0)  # fmt: skip
     assert ratio.kind == (
