@@ -132,10 +132,11 @@ class BlockedWait:
     """One call's wait for a rate limiter, as the warnings see it: started
     when made; ``warn_if_due(reason)`` logs once the threshold passed since
     the start or the last warning (``reason`` may be a function, called
-    only then). Thread-safe: the calls of one wait may come from several
-    threads (a writer's, its sender's)."""
+    only then). The calls of one wait may come from two threads (the
+    caller's, the watchdog's): without a lock, which is made per call, at
+    worst both warn once at the same moment."""
 
-    __slots__ = ("_lock", "_logger", "_next", "_period", "_who", "started")
+    __slots__ = ("_logger", "_next", "_period", "_who", "started")
 
     def __init__(self, logger: logging.Logger, who: str, started: float | None = None) -> None:
         self._logger = logger
@@ -143,7 +144,6 @@ class BlockedWait:
         self.started = time.monotonic() if started is None else started
         self._period = _threshold
         self._next = math.inf if self._period is None else self.started + self._period
-        self._lock = threading.Lock()
 
     def until_due(self) -> float | None:
         """Seconds until the next warning is due (0 if it is; None: never)."""
@@ -162,10 +162,9 @@ class BlockedWait:
     def warn_if_due(self, reason: str | Callable[[], str]) -> bool:
         """Logs "<who> blocked <s> s: <reason>" if due; True if it did."""
         now = time.monotonic()
-        with self._lock:
-            if now < self._next or self._period is None:
-                return False
-            self._next = now + self._period
+        if now < self._next or self._period is None:
+            return False
+        self._next = now + self._period
         text = reason() if callable(reason) else reason
         self._logger.warning("%s blocked %s s: %s", self._who, _seconds(now - self.started), text)
         return True
@@ -179,7 +178,7 @@ class _Watchdog:
     thread looks at the registered calls only when the earliest is due."""
 
     def __init__(self) -> None:
-        self._cv = threading.Condition()
+        self._cv = threading.Condition(threading.Lock())
         self._active: dict[int, tuple[BlockedWait, Callable[[], str]]] = {}
         self._ids = itertools.count()
         self._thread: threading.Thread | None = None
