@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include <memory>
+#include <string>
 #include <utility>
 #include <variant>
 
@@ -32,11 +33,14 @@ Example:
     >>> rl.can_sample(6), rl.can_sample(7)
     (True, False)
 )doc")
-      .def(py::init([](double samples_per_insert, int64_t min_size_to_sample, double min_diff, double max_diff) {
-             return Make({samples_per_insert, min_size_to_sample, min_diff, max_diff});
+      .def(py::init([](double samples_per_insert, int64_t min_size_to_sample, double min_diff, double max_diff,
+                       std::string kind) {
+             return Make({samples_per_insert, min_size_to_sample, min_diff, max_diff, std::move(kind)});
            }),
            py::arg("samples_per_insert"), py::arg("min_size_to_sample"), py::arg("min_diff"),
-           py::arg("max_diff"))
+           py::arg("max_diff"), py::arg("kind") = "",
+           "kind names the limiter in messages as the user built it (\"Queue(10)\"); empty: "
+           "said from the numbers.")
       .def_static(
           "min_size", [](int64_t min_size_to_sample) { return Make(RateLimiterConfig::MinSize(min_size_to_sample)); },
           py::arg("min_size_to_sample"))
@@ -70,6 +74,9 @@ Example:
       .def("record_sample", &RateLimiter::RecordSample)
       .def("record_delete", &RateLimiter::RecordDelete)
       .def("reset_counters", &RateLimiter::ResetCounters)
+      .def_property_readonly("kind", [](const RateLimiter& r) { return r.config().Kind(); })
+      .def("why_blocked", &RateLimiter::WhyBlocked, py::arg("insert"),
+           "Why one more insert (insert=True) or sample is not allowed now.")
       .def("info", [](const RateLimiter& r) { return RateLimiterInfoDict(r.Info()); })
       .def("__repr__", [](const RateLimiter& r) { return r.config().ToString(); });
 }

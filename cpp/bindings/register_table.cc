@@ -563,6 +563,9 @@ proceed or the table closes. False (nothing armed) when that is already so.)doc"
       .def("take_wakes", &Table::TakeWakes, "The sides raised since the last call; drains wake_fd.")
       .def("note_external_wait", &Table::NoteExternalWait, py::arg("side"), py::arg("waiting"),
            "Counts a call waiting outside the table in info's waiting/blocked figures (+1, then -1).")
+      .def("why_blocked", &Table::WhyBlocked, py::arg("insert"),
+           R"doc(Why one more insert (insert=True) or sample must wait now, in the user's
+terms: "table 't' has 0 items; MinSize(1) needs 1 before sampling".)doc")
       .def("reset", &Table::Reset, py::call_guard<py::gil_scoped_release>())
       .def("close", &Table::Close, py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("closed", [](const Table& t) {

@@ -121,7 +121,11 @@ py::tuple DecodeSampleResponse(py::handle message, ChunkStore& store, ChunkHolde
   auto packed = std::make_shared<PackedTrajectories>(std::move(items.trajectories));
   return py::make_tuple(std::move(packed), NumpyOf(items.keys), NumpyOf(items.priorities),
                         NumpyOf(items.times_sampled), NumpyOf(items.probabilities), NumpyOf(items.table_sizes),
-                        BoolsOf(items.rate_limited), items.end_of_request, items.timed_out);
+                        BoolsOf(items.rate_limited), items.end_of_request, items.timed_out,
+                        // A server's text: bad UTF-8 is replaced, never an error.
+                        py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(
+                            items.timeout_reason.data(), static_cast<Py_ssize_t>(items.timeout_reason.size()),
+                            "replace")));
 }
 
 // A received InsertRequest as the server handles it (resound._core.InsertRequest):
@@ -375,7 +379,7 @@ malformed or does not pair up.
         "The item keys a serialized InsertResponse confirms (ValueError if it is malformed).");
   m.def("decode_sample_response", &DecodeSampleResponse, py::arg("message"), py::arg("store"), py::arg("holder"),
         "(PackedTrajectories, keys, priorities, times_sampled, probabilities, table_sizes, rate_limited, "
-        "end_of_request, timed_out) of a serialized SampleResponse; its chunks are added to `store` and "
+        "end_of_request, timed_out, timeout_reason) of a serialized SampleResponse; its chunks are added to `store` and "
         "`holder`. ValueError names what is malformed (nothing is held then).");
   m.def("find_bytes_field", &FindBytesField, py::arg("message"), py::arg("field_number"),
         "(field_start, field_end, value_start) of the last top-level length-delimited field `field_number` of a "

@@ -51,19 +51,46 @@ std::string RateLimiterConfig::ToString() const {
   return out.str();
 }
 
+namespace {
+
+// Numbers as a user writes them: 4 not 4.000000, 0.5 not 5e-01.
+std::string Number(double value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
+}  // namespace
+
+std::string RateLimiterConfig::Kind() const {
+  if (!kind.empty()) return kind;
+  if (samples_per_insert == 1.0 && min_diff == -kMaxDouble && max_diff == kMaxDouble) {
+    return "MinSize(" + std::to_string(min_size_to_sample) + ")";
+  }
+  if (samples_per_insert == 1.0 && min_size_to_sample == 1 && min_diff == 0.0 && max_diff >= 1.0 &&
+      max_diff == std::floor(max_diff) && max_diff < 9.0e15) {
+    return "Queue(" + std::to_string(static_cast<int64_t>(max_diff)) + ")";
+  }
+  return ToString();
+}
+
 RateLimiterConfig RateLimiterConfig::MinSize(int64_t min_size_to_sample) {
   if (min_size_to_sample < 1) {
     throw InvalidArgumentError("min_size_to_sample must be >= 1, got " + std::to_string(min_size_to_sample));
   }
-  return {1.0, min_size_to_sample, -kMaxDouble, kMaxDouble};
+  return {1.0, min_size_to_sample, -kMaxDouble, kMaxDouble, "MinSize(" + std::to_string(min_size_to_sample) + ")"};
 }
 
 RateLimiterConfig RateLimiterConfig::SampleToInsertRatio(double samples_per_insert,
                                                          int64_t min_size_to_sample,
                                                          double error_buffer) {
   const double offset = samples_per_insert * static_cast<double>(min_size_to_sample);
-  return SampleToInsertRatio(samples_per_insert, min_size_to_sample,
-                             {offset - error_buffer, offset + error_buffer});
+  RateLimiterConfig config = SampleToInsertRatio(samples_per_insert, min_size_to_sample,
+                                                 {offset - error_buffer, offset + error_buffer});
+  config.kind = "SampleToInsertRatio(samples_per_insert=" + Number(samples_per_insert) +
+                ", min_size_to_sample=" + std::to_string(min_size_to_sample) +
+                ", error_buffer=" + Number(error_buffer) + ")";
+  return config;
 }
 
 RateLimiterConfig RateLimiterConfig::SampleToInsertRatio(double samples_per_insert,
@@ -98,15 +125,22 @@ RateLimiterConfig RateLimiterConfig::SampleToInsertRatio(double samples_per_inse
     message << "min_size_to_sample must be >= 1, got " << min_size_to_sample;
     Invalid(message);
   }
-  return {samples_per_insert, min_size_to_sample, min_diff, max_diff};
+  return {samples_per_insert, min_size_to_sample, min_diff, max_diff,
+          "SampleToInsertRatio(samples_per_insert=" + Number(samples_per_insert) +
+              ", min_size_to_sample=" + std::to_string(min_size_to_sample) + ", error_buffer=(" +
+              Number(min_diff) + ", " + Number(max_diff) + "))"};
 }
 
 RateLimiterConfig RateLimiterConfig::Queue(int64_t size) {
   if (size < 1) throw InvalidArgumentError("size must be >= 1, got " + std::to_string(size));
-  return {1.0, 1, 0.0, static_cast<double>(size)};
+  return {1.0, 1, 0.0, static_cast<double>(size), "Queue(" + std::to_string(size) + ")"};
 }
 
-RateLimiterConfig RateLimiterConfig::Stack(int64_t size) { return Queue(size); }
+RateLimiterConfig RateLimiterConfig::Stack(int64_t size) {
+  RateLimiterConfig config = Queue(size);
+  config.kind = "Stack(" + std::to_string(size) + ")";
+  return config;
+}
 
 RateLimiter::RateLimiter(RateLimiterConfig config, std::string table_name)
     : config_(config), table_name_(std::move(table_name)) {
@@ -115,19 +149,23 @@ RateLimiter::RateLimiter(RateLimiterConfig config, std::string table_name)
 
 std::string RateLimiter::WhyBlocked(bool insert) const {
   std::ostringstream out;
-  out << "table '" << table_name_ << "': ";
+  // A limiter of no table (one made on its own, to try numbers) says so.
+  const std::string table = table_name_.empty() ? "the table" : "table '" + table_name_ + "'";
   const int64_t size = counters_.inserts - counters_.deletes;
+  const auto plural = [](int64_t n, const char* word) {
+    return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
+  };
+  if (!insert && size < config_.min_size_to_sample) {
+    out << table << " has " << plural(size, "item") << "; " << config_.Kind()
+        << " needs " << config_.min_size_to_sample << " before sampling";
+    if (size > 0) out << " (" << plural(config_.min_size_to_sample - size, "more insert") << ")";
+    return out.str();
+  }
+  // The smallest count of the other side's calls that would let one more
+  // through (the inverse of AllowsInserts and AllowsSamples).
   const double spi = config_.samples_per_insert;
   const auto inserts = static_cast<double>(counters_.inserts);
   const auto samples = static_cast<double>(counters_.samples);
-  if (!insert && size < config_.min_size_to_sample) {
-    out << "has " << size << " item" << (size == 1 ? "" : "s") << "; the rate limiter needs "
-        << config_.min_size_to_sample << " before sampling (min_size_to_sample="
-        << config_.min_size_to_sample << ")";
-    return out.str();
-  }
-  // The smallest count of the other side's calls that would let one more through
-  // (see AllowsInserts and AllowsSamples).
   double needed;
   if (insert) {
     needed = std::ceil((inserts + 1) * spi - samples - config_.max_diff);
@@ -135,10 +173,11 @@ std::string RateLimiter::WhyBlocked(bool insert) const {
     needed = std::ceil((config_.min_diff + samples + 1) / spi - inserts);
   }
   const auto count = static_cast<int64_t>(std::max(1.0, needed));
-  out << counters_.inserts << " inserts and " << counters_.samples << " samples so far, at "
-      << spi << " samples per insert; the rate limiter needs " << count << " more "
-      << (insert ? "sample" : "insert") << (count == 1 ? "" : "s") << " before the next "
-      << (insert ? "insert" : "sample") << " (" << config_.ToString() << ")";
+  out << table << ": " << config_.Kind() << " needs "
+      << plural(count, insert ? "more sample" : "more insert") << " before "
+      << (insert ? "inserting" : "sampling") << " (" << plural(size, "item") << ", "
+      << plural(counters_.inserts, "insert") << " and " << plural(counters_.samples, "sample")
+      << " so far)";
   return out.str();
 }
 

@@ -33,10 +33,18 @@ struct RateLimiterConfig {
   int64_t min_size_to_sample = 1;
   double min_diff = 0.0;
   double max_diff = 0.0;
+  // How the user built it, e.g. "Queue(10)" or "SampleToInsertRatio(
+  // samples_per_insert=4, min_size_to_sample=1000, error_buffer=400)": the
+  // name messages use. Empty means "say it from the numbers" (Kind()).
+  std::string kind;
 
   // Throws InvalidArgumentError naming the first bad argument.
   void Validate() const;
   std::string ToString() const;
+  // `kind` when set; otherwise MinSize(n) or Queue(n) when the numbers are
+  // exactly those constructions' (a restored or remote config has no kind),
+  // else the general RateLimiter(...) form.
+  std::string Kind() const;
 
   // Reverb's constructions, each validated the way Reverb validates it.
   static RateLimiterConfig MinSize(int64_t min_size_to_sample);
@@ -120,9 +128,11 @@ class RateLimiter {
   // waits are. Table lock held.
   void NoteExternalWait(uint32_t side, int waiting) noexcept;
   bool cancelled() const noexcept { return cancelled_; }
-  // Why one more insert (or sample) is not allowed now, in the user's terms:
-  // "table 'replay' has 0 items; the rate limiter needs 1 before sampling
-  // (min_size_to_sample=1)". Table lock held.
+  // Why one more insert (or sample) is not allowed now, in the user's terms,
+  // naming the limiter as it was built and how many calls of the other side
+  // it needs: "table 't' has 0 items; MinSize(1) needs 1 before sampling" or
+  // "table 'replay': SampleToInsertRatio(...) needs 412 more samples before
+  // inserting (...)". Table lock held.
   std::string WhyBlocked(bool insert) const;
 
   RateLimiterInfo Info() const noexcept;

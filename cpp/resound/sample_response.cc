@@ -106,6 +106,11 @@ SampleResponseItems ReadSampleResponse(std::span<const uint8_t> message, ChunkSt
       case wire::sample_response::kTimedOut:
         out.timed_out = reader.varint() != 0;
         break;
+      case wire::sample_response::kTimeoutReason: {
+        const std::span<const uint8_t> text = reader.bytes();
+        out.timeout_reason.assign(reinterpret_cast<const char*>(text.data()), text.size());
+        break;
+      }
       default:
         break;  // unknown fields are skipped, as protobuf does
     }

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "resound/chunk_holder.h"
@@ -45,6 +46,7 @@ struct SampleResponseItems {
   // SampleStream's markers: the request's last response; its wait timed out.
   bool end_of_request = false;
   bool timed_out = false;
+  std::string timeout_reason;  // why it timed out (empty from older servers)
 };
 
 // Reads a serialized SampleResponse, adding its chunks to `store` and

@@ -346,6 +346,11 @@ void Table::NoteExternalWait(uint32_t side, int waiting) {
   limiter_.NoteExternalWait(side, waiting);
 }
 
+std::string Table::WhyBlocked(bool insert) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return limiter_.WhyBlocked(insert);
+}
+
 uint32_t Table::TakeWakes() {
   WakeSignal* wake = nullptr;
   {

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -117,6 +118,9 @@ class Table {
   // Counts a call waiting outside the table (see RateLimiter::NoteExternalWait)
   // in Info()'s waiting and blocked figures: +1 as it starts, -1 as it ends.
   void NoteExternalWait(uint32_t side, int waiting);
+  // Why one more insert (or sample) must wait now (RateLimiter::WhyBlocked);
+  // what waiters outside the table log and put in their timeout messages.
+  std::string WhyBlocked(bool insert) const;
 
   int64_t size() const;
   TableInfo Info() const;

@@ -46,7 +46,8 @@ constexpr uint32_t kKeys = 1, kPriorities = 2, kTimesSampled = 3, kProbabilities
                    kRateLimited = 6, kTrajectories = 7;
 }
 namespace sample_response {
-constexpr uint32_t kChunks = 1, kItems = 2, kChunkData = 3, kEndOfRequest = 4, kTimedOut = 5;
+constexpr uint32_t kChunks = 1, kItems = 2, kChunkData = 3, kEndOfRequest = 4, kTimedOut = 5,
+                   kTimeoutReason = 6;
 }
 
 // A ChunkBatch as read: the layouts as metadata templates (key and steps

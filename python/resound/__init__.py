@@ -31,6 +31,7 @@ from resound import (
     rate_limiters,
     specs,
     tls,
+    wait_warnings,
 )
 from resound.batch_iterator import BatchIterator
 from resound.client import Client
@@ -50,6 +51,7 @@ from resound.table_info import TableInfo
 from resound.tls import ClientTls, ServerTls
 from resound.trajectory_writer import CellRef, TrajectoryColumn, TrajectoryWriter
 from resound.vector_writer import VectorWriter
+from resound.wait_warnings import set_wait_warning, wait_warning_seconds
 
 # Reverb exposes the selectors module under both names.
 selectors = item_selectors
@@ -84,10 +86,13 @@ __all__ = [
     "pybind",
     "rate_limiters",
     "selectors",
+    "set_wait_warning",
     "specs",
     "structured",
     "structured_writer",
     "tls",
+    "wait_warning_seconds",
+    "wait_warnings",
 ]
 __version__ = "0.1.0"
 

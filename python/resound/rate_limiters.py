@@ -62,11 +62,24 @@ class RateLimiter:
         min_diff: float,
         max_diff: float,
     ) -> None:
+        self._build(samples_per_insert, min_size_to_sample, min_diff, max_diff, kind="")
+
+    def _build(
+        self,
+        samples_per_insert: float,
+        min_size_to_sample: int,
+        min_diff: float,
+        max_diff: float,
+        kind: str,
+    ) -> None:
+        # `kind` is how the user built the limiter ("Queue(10)"): timeout
+        # messages and wait warnings name it so (empty: said from the numbers).
         self._limiter = _core.RateLimiter(
             _check_number(samples_per_insert, "samples_per_insert"),
             _check_int(min_size_to_sample, "min_size_to_sample", 1),
             _check_number(min_diff, "min_diff"),
             _check_number(max_diff, "max_diff"),
+            kind,
         )
 
     @property
@@ -89,6 +102,17 @@ class RateLimiter:
     @property
     def max_diff(self) -> float:
         return self._limiter.max_diff
+
+    @property
+    def kind(self) -> str:
+        """The limiter as messages name it: how it was built.
+
+        Example:
+            >>> from resound import rate_limiters
+            >>> rate_limiters.Queue(10).kind
+            'Queue(10)'
+        """
+        return self._limiter.kind
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, RateLimiter) and (
@@ -116,8 +140,8 @@ class MinSize(RateLimiter):
     other limit."""
 
     def __init__(self, min_size_to_sample: int) -> None:
-        _check_int(min_size_to_sample, "min_size_to_sample", 1)
-        super().__init__(1.0, min_size_to_sample, -sys.float_info.max, sys.float_info.max)
+        size = _check_int(min_size_to_sample, "min_size_to_sample", 1)
+        self._build(1.0, size, -sys.float_info.max, sys.float_info.max, f"MinSize({size})")
 
 
 class SampleToInsertRatio(RateLimiter):
@@ -161,7 +185,14 @@ class SampleToInsertRatio(RateLimiter):
                 core.max_diff,
                 spi * min_size,
             )
-        super().__init__(spi, min_size, core.min_diff, core.max_diff)
+        self._build(
+            spi,
+            min_size,
+            core.min_diff,
+            core.max_diff,
+            f"SampleToInsertRatio(samples_per_insert={samples_per_insert!r}, "
+            f"min_size_to_sample={min_size_to_sample!r}, error_buffer={error_buffer!r})",
+        )
 
 
 class Queue(RateLimiter):
@@ -169,11 +200,13 @@ class Queue(RateLimiter):
     ``max_times_sampled=1`` (see ``Table.queue``)."""
 
     def __init__(self, size: int) -> None:
-        super().__init__(1.0, 1, 0.0, float(_check_int(size, "size", 1)))
+        number = _check_int(size, "size", 1)
+        self._build(1.0, 1, 0.0, float(number), f"Queue({number})")
 
 
 class Stack(RateLimiter):
     """The same limits as Queue, meant for Lifo selectors (``Table.stack``)."""
 
     def __init__(self, size: int) -> None:
-        super().__init__(1.0, 1, 0.0, float(_check_int(size, "size", 1)))
+        number = _check_int(size, "size", 1)
+        self._build(1.0, 1, 0.0, float(number), f"Stack({number})")

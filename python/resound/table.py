@@ -239,6 +239,20 @@ class Table:
         """Whether the rate limiter would allow ``num_inserts`` inserts now."""
         return self._core.can_insert(check_count(num_inserts, "num_inserts"))
 
+    def why_blocked(self, insert: bool = False) -> str:
+        """Why one more insert (``insert=True``) or sample must wait now, in
+        the words a timeout uses (docs/semantics.md §4.7); meaningful while
+        ``can_insert(1)`` (or ``can_sample(1)``) is False.
+
+        Example:
+            >>> import resound
+            >>> resound.Table.queue('q', 10).why_blocked()
+            "table 'q' has 0 items; Queue(10) needs 1 before sampling"
+        """
+        if not isinstance(insert, bool):
+            raise TypeError(f"insert must be True or False, got {insert!r}")
+        return self._core.why_blocked(insert)
+
     def replace(
         self,
         name: str | None = None,

@@ -719,8 +719,7 @@ def test_a_deadline_says_what_the_rate_limiter_waits_for(
     with pytest.raises(DeadlineExceededError) as raised:
         table.sample(timeout=timeout)
     assert str(raised.value) == (
-        "table 'replay': has 1 item; the rate limiter needs 2 before sampling "
-        "(min_size_to_sample=2)"
+        "table 'replay' has 1 item; MinSize(2) needs 2 before sampling (1 more insert)"
     )
     # Two samples per insert, 1 below to 3 above that: one insert allows 3
     # samples, a fourth needs one more insert; two more inserts go in, and
@@ -728,10 +727,15 @@ def test_a_deadline_says_what_the_rate_limiter_waits_for(
     ratio = tables(name="r", rate_limiter=RateLimiter(2.0, 1, -1.0, 3.0))
     ratio.insert(1, 1.0, traj, timeout=0)
     ratio.sample(3, timeout=0)
-    with pytest.raises(DeadlineExceededError, match="needs 1 more insert before the next sample"):
+    with pytest.raises(DeadlineExceededError) as raised:
         ratio.sample(timeout=timeout)
+    # Built from numbers, the limiter is named by them.
+    assert str(raised.value) == (
+        "table 'r': RateLimiter(samples_per_insert=2, min_size_to_sample=1, min_diff=-1, "
+        "max_diff=3) needs 1 more insert before sampling (1 item, 1 insert and 3 samples so far)"
+    )
     fill(ratio, traj, [2, 3])
-    with pytest.raises(DeadlineExceededError, match="needs 2 more samples before the next insert"):
+    with pytest.raises(DeadlineExceededError, match="needs 2 more samples before inserting"):
         ratio.insert(4, 1.0, traj, timeout=timeout)
     ratio.sample(2, timeout=0)
     ratio.insert(4, 1.0, traj, timeout=0)  # as the message said

@@ -103,17 +103,32 @@ def test_with_mark_end_only_the_response_reaching_the_last_sample_is_marked(samp
         while begin < len(batch):
             begin, raw = batch.encode_response(begin, 1, 1 << 20, mark_end)
             decoded = _core.decode_sample_response(raw, _core.ChunkStore(), _core.ChunkHolder())
-            assert _proto.SampleResponse.FromString(raw).end_of_request == decoded[-2]
-            marks.append((decoded[-2], decoded[-1]))  # (end_of_request, timed_out)
+            assert _proto.SampleResponse.FromString(raw).end_of_request == decoded[7]
+            marks.append((decoded[7], decoded[8]))  # (end_of_request, timed_out)
+            assert decoded[9] == ""  # no timeout, no reason
     assert marks == [(False, False)] * 2 + [(True, False)] + [(False, False)] * 3
 
 
 def test_a_timed_out_answer_decodes_as_no_samples_with_both_marks():
     raw = _proto.SampleResponse(end_of_request=True, timed_out=True).SerializeToString()
-    packed, keys, *_, end_of_request, timed_out = _core.decode_sample_response(
+    packed, keys, *_, end_of_request, timed_out, reason = _core.decode_sample_response(
         raw, _core.ChunkStore(), _core.ChunkHolder()
     )
-    assert (len(packed), len(keys), end_of_request, timed_out) == (0, 0, True, True)
+    assert (len(packed), len(keys), end_of_request, timed_out, reason) == (0, 0, True, True, "")
+
+
+def test_a_timed_out_answer_carries_its_reason():
+    why = "table 't' has 0 items; MinSize(1) needs 1 before sampling"
+    raw = _proto.SampleResponse(
+        end_of_request=True, timed_out=True, timeout_reason=why
+    ).SerializeToString()
+    decoded = _core.decode_sample_response(raw, _core.ChunkStore(), _core.ChunkHolder())
+    assert (decoded[8], decoded[9]) == (True, why)
+    # A server's bad UTF-8 is replaced, not an error.
+    bad = raw.replace(b"MinSize", b"Min\xffize")
+    assert _core.decode_sample_response(bad, _core.ChunkStore(), _core.ChunkHolder())[9] == (
+        why.replace("MinSize", "Min\ufffdize")
+    )
 
 
 def test_a_response_decodes_into_the_samples_the_table_gave(sampled):

@@ -60,6 +60,7 @@ LEAVES = (
     "resound.table",
     "resound.table_info",
     "resound.tls",
+    "resound.wait_warnings",
 )
 
 

@@ -41,6 +41,8 @@ __all__ = [
     "TableInfo",
     "TableWorkerTime",
     "Trajectories",
+    "WhyBlockedRequest",
+    "WhyBlockedResponse",
 ]
 
 _PACKAGE = "resound.v1"
@@ -77,3 +79,5 @@ TableInfo = _message("TableInfo")
 ServerInfoResponse = _message("ServerInfoResponse")
 CheckpointRequest = _message("CheckpointRequest")
 CheckpointResponse = _message("CheckpointResponse")
+WhyBlockedRequest = _message("WhyBlockedRequest")
+WhyBlockedResponse = _message("WhyBlockedResponse")

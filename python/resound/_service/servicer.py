@@ -28,6 +28,7 @@ import grpc
 
 from resound import _core, _proto
 from resound._service.call_limits import CallLimits
+from resound._service.refusal_log import RefusalLog
 from resound._service.response_budget import ResponseBudget
 from resound._service.table_waits import TableWaits
 from resound._wire import message_codec as wire
@@ -141,6 +142,7 @@ class ReplayServicer:
         # others are running and check the server on their next step.
         self._parked: set[asyncio.Task[Any]] = set()
         self._stopping = False
+        self._refusals = RefusalLog()
 
     def handler(self) -> grpc.GenericRpcHandler:
         P = _proto  # noqa: N806
@@ -148,45 +150,50 @@ class ReplayServicer:
             P.SERVICE,
             {
                 "Insert": grpc.stream_stream_rpc_method_handler(
-                    self._guard_stream(self.insert),
+                    self._guard_stream("Insert", self.insert),
                     # Bytes both ways: the core reads each request (its chunk
                     # payloads in place) and writes each confirmation.
                     request_deserializer=None,
                     response_serializer=None,
                 ),
                 "Sample": grpc.unary_stream_rpc_method_handler(
-                    self._guard_stream(self.sample),
+                    self._guard_stream("Sample", self.sample),
                     request_deserializer=_parser(P.SampleRequest),
                     # Bytes out: the core writes each response whole (sample_response.h).
                     response_serializer=None,
                 ),
                 "SampleStream": grpc.stream_stream_rpc_method_handler(
-                    self._guard_stream(self.sample_stream),
+                    self._guard_stream("SampleStream", self.sample_stream),
                     request_deserializer=_parser(P.SampleRequest),
                     response_serializer=None,
                 ),
                 "MutatePriorities": grpc.unary_unary_rpc_method_handler(
-                    self._guard(self.mutate_priorities),
+                    self._guard("MutatePriorities", self.mutate_priorities),
                     request_deserializer=_parser(P.MutatePrioritiesRequest),
                     response_serializer=P.MutatePrioritiesResponse.SerializeToString,
                 ),
                 "MutatePrioritiesStream": grpc.stream_stream_rpc_method_handler(
-                    self._guard_stream(self.mutate_priorities_stream),
+                    self._guard_stream("MutatePrioritiesStream", self.mutate_priorities_stream),
                     request_deserializer=_parser(P.MutatePrioritiesRequest),
                     response_serializer=P.MutatePrioritiesResponse.SerializeToString,
                 ),
                 "Reset": grpc.unary_unary_rpc_method_handler(
-                    self._guard(self.reset),
+                    self._guard("Reset", self.reset),
                     request_deserializer=_parser(P.ResetRequest),
                     response_serializer=P.ResetResponse.SerializeToString,
                 ),
                 "ServerInfo": grpc.unary_unary_rpc_method_handler(
-                    self._guard(self.server_info),
+                    self._guard("ServerInfo", self.server_info),
                     request_deserializer=_parser(P.ServerInfoRequest),
                     response_serializer=P.ServerInfoResponse.SerializeToString,
                 ),
+                "WhyBlocked": grpc.unary_unary_rpc_method_handler(
+                    self._guard("WhyBlocked", self.why_blocked),
+                    request_deserializer=_parser(P.WhyBlockedRequest),
+                    response_serializer=P.WhyBlockedResponse.SerializeToString,
+                ),
                 "Checkpoint": grpc.unary_unary_rpc_method_handler(
-                    self._guard(self.checkpoint),
+                    self._guard("Checkpoint", self.checkpoint),
                     request_deserializer=_parser(P.CheckpointRequest),
                     response_serializer=P.CheckpointResponse.SerializeToString,
                 ),
@@ -217,25 +224,33 @@ class ReplayServicer:
 
     # --- error handling: every failure becomes a status, never a crash
 
-    def _guard(self, method: Callable[[Any, Any], Awaitable[Any]]) -> Any:
+    async def _abort(
+        self, name: str, context: grpc.aio.ServicerContext, code: grpc.StatusCode, message: str
+    ) -> None:
+        """Ends the call with a status, logging it first if it is a refusal
+        (see refusal_log.py; rate-limited per cause)."""
+        self._refusals.refused(name, code, message, context.peer())
+        await context.abort(code, message)
+
+    def _guard(self, name: str, method: Callable[[Any, Any], Awaitable[Any]]) -> Any:
         async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
             if isinstance(request, _Malformed):
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.what)
+                await self._abort(name, context, grpc.StatusCode.INVALID_ARGUMENT, request.what)
             try:
                 return await method(request, context)
             except Exception as error:  # noqa: BLE001 - reported to the client
-                await context.abort(*_status_of(error))
+                await self._abort(name, context, *_status_of(error))
 
         return call
 
-    def _guard_stream(self, method: Callable[[Any, Any], AsyncIterator[Any]]) -> Any:
+    def _guard_stream(self, name: str, method: Callable[[Any, Any], AsyncIterator[Any]]) -> Any:
         async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             if isinstance(request, _Malformed):
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.what)
+                await self._abort(name, context, grpc.StatusCode.INVALID_ARGUMENT, request.what)
             peer = context.peer()
             refused = self._limits.admit(peer)
             if refused is not None:
-                await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, refused)
+                await self._abort(name, context, grpc.StatusCode.RESOURCE_EXHAUSTED, refused)
             status = None
             try:
                 async for response in method(request, context):
@@ -249,7 +264,7 @@ class ReplayServicer:
             finally:
                 self._limits.leave(peer)
             if status is not None:
-                await context.abort(*status)
+                await self._abort(name, context, *status)
 
         return call
 
@@ -421,8 +436,8 @@ class ReplayServicer:
                     # instead of waiting in turn (and taking samples from a
                     # client that gave up meanwhile).
                     batch = await self._take(request, arrived)
-                except DeadlineExceededError:
-                    yield _TIMED_OUT
+                except DeadlineExceededError as error:
+                    yield _timed_out(str(error))
                     continue
                 responses = _sample_responses(batch, request.max_per_response, mark_end=True)
                 async with contextlib.aclosing(self._budgeted(peer, responses)) as budgeted:
@@ -480,9 +495,8 @@ class ReplayServicer:
                 if deadline is not None:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
-                        raise DeadlineExceededError(
-                            f"no sample of table {request.table!r} within {timeout} s"
-                        ) from None
+                        # Why, as the core's own timeouts (embedded) say it.
+                        raise DeadlineExceededError(table.why_blocked(False)) from None
                 try:
                     await self._parked_on(waiter.wait(remaining))
                 except asyncio.TimeoutError:
@@ -542,6 +556,22 @@ class ReplayServicer:
             )
         return wire.table_info_now(template, table._core.info())
 
+    async def why_blocked(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        """Why each table asked about (every table if none) holds its side
+        up right now; tables that do not, or do not exist, are left out."""
+        del context
+        names = list(request.tables) or list(self._server.tables)
+        response = _proto.WhyBlockedResponse()
+        for name in names:
+            host = self._server.tables.get(name)
+            if host is None:
+                continue
+            table = host._core
+            if not (table.can_insert() if request.insert else table.can_sample()):
+                response.tables.append(name)
+                response.reasons.append(_status_message(table.why_blocked(request.insert)))
+        return response
+
     async def checkpoint(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         del request, context
         self._check_running()
@@ -559,8 +589,14 @@ class ReplayServicer:
 
 
 _END = object()
-# SampleStream's answer to a request whose wait for the rate limiter ran out.
-_TIMED_OUT = _proto.SampleResponse(end_of_request=True, timed_out=True).SerializeToString()
+
+
+def _timed_out(reason: str) -> bytes:
+    """SampleStream's answer to a request whose wait for the rate limiter
+    ran out, saying why (what the client's DeadlineExceededError says)."""
+    return _proto.SampleResponse(
+        end_of_request=True, timed_out=True, timeout_reason=_status_message(reason)
+    ).SerializeToString()
 
 
 async def _read_into(requests: AsyncIterator[Any], inbox: asyncio.Queue[Any]) -> None:

@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from resound import _core
+from resound import _core, wait_warnings
 from resound._transport.one_server import OneServerTransport
 from resound._transport.protocol import TableMeta
 from resound.errors import DeadlineExceededError
@@ -107,8 +107,10 @@ class EmbeddedTransport(OneServerTransport):
             insert = self._inserts[table] = self._table(table)._core.insert_batch
         if timeout is not None and timeout <= _WAIT_SLICE_SECONDS:
             return insert(requests, timeout)
-        deadline = None if timeout is None else time.monotonic() + timeout
+        started = time.monotonic()
+        deadline = None if timeout is None else started + timeout
         done = 0
+        blocked: wait_warnings.BlockedWait | None = None
         while True:
             try:
                 return done + insert(requests[done:] if done else requests, _slice(deadline))
@@ -117,6 +119,11 @@ class EmbeddedTransport(OneServerTransport):
                 if deadline is not None and time.monotonic() >= deadline:
                     error.num_inserted = done
                     raise
+                if blocked is None:
+                    blocked = wait_warnings.BlockedWait(
+                        wait_warnings.WRITER_LOGGER, "insert", started
+                    )
+                blocked.warn_if_due(str(error))
 
     def insert_one(
         self,

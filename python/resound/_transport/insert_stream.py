@@ -22,6 +22,7 @@ from resound._transport.protocol import TableMeta
 from resound._transport.waiting import WAIT_SLICE_SECONDS
 from resound._wire.status import TRANSIENT, error_from_rpc, means_unreachable
 from resound.errors import CancelledError, DeadlineExceededError
+from resound.wait_warnings import WRITER_LOGGER, BlockedWait, timeout_message
 
 if TYPE_CHECKING:
     from resound._transport.remote import RemoteTransport
@@ -74,6 +75,8 @@ class InsertStream:
         self._error: BaseException | None = None
         self._closed = False
         self._generation = 0
+        # The tables written to: what a long wait asks the server about.
+        self._tables: set[str] = set()
         # Calls of RemoteTransport.insert using the stream (under that
         # transport's lock).
         self.callers = 0
@@ -128,6 +131,7 @@ class InsertStream:
         del timeout  # accepted at once; the server applies the rate limiter
         with self._mutex:
             self._wait_for_room_locked()
+            self._tables.add(table)
             self._encoder.add_one(table, key, priority, chunk_key, offset, length, squeeze)
             if self._idle:
                 self._lock.notify_all()
@@ -136,6 +140,7 @@ class InsertStream:
     def submit(self, table: str, requests: list[Any]) -> None:
         with self._mutex:
             self._wait_for_room_locked()
+            self._tables.add(table)
             add = self._encoder.add
             for key, priority, trajectory in requests:
                 add(table, key, priority, trajectory)
@@ -146,6 +151,7 @@ class InsertStream:
         """Returns at once while the stream has room; raises the stream's
         error, or RuntimeError once it is closed."""
         encoder = self._encoder
+        blocked: BlockedWait | None = None
         while (
             (
                 encoder.queued + encoder.unconfirmed >= _MAX_IN_FLIGHT_ITEMS
@@ -154,6 +160,11 @@ class InsertStream:
             and self._error is None
             and not self._closed
         ):
+            if blocked is None:
+                blocked = BlockedWait(WRITER_LOGGER, "writer")
+            elif blocked.until_due() == 0:
+                self._warn_unlocked(blocked)
+                continue
             self._lock.wait(WAIT_SLICE_SECONDS)
         if self._error is not None:
             raise self._error
@@ -164,20 +175,50 @@ class InsertStream:
         """Blocks until at most ``keep`` items are unconfirmed;
         DeadlineExceededError after ``timeout`` seconds (None: no limit)."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        blocked = BlockedWait(WRITER_LOGGER, "insert" if call == "Insert" else "writer")
+        timed_out = False
         with self._lock:
             while self.in_flight > keep and self._error is None:
                 wait = WAIT_SLICE_SECONDS
                 if deadline is not None:
                     left = deadline - time.monotonic()
                     if left <= 0:
-                        raise DeadlineExceededError(
-                            f"{call} call did not complete within provided timeout of "
-                            f"{timeout} s ({self.in_flight} items not yet confirmed)"
-                        )
+                        timed_out = True
+                        break
                     wait = min(wait, left)
+                if blocked.until_due() == 0:
+                    self._warn_unlocked(blocked)
+                    continue
                 self._lock.wait(wait)
             if self._error is not None:
                 raise self._error
+        if timed_out:
+            # Asked of the server outside the lock (its confirmations need it).
+            reason = self.why_waiting()
+            if call == "Insert" and reason.startswith("table '"):
+                # Client.insert says only why, as an embedded table's timeout does.
+                raise DeadlineExceededError(reason)
+            raise DeadlineExceededError(timeout_message(call, timeout or 0.0, reason))
+
+    def why_waiting(self) -> str:
+        """Why the items sent are not confirmed: the server's reasons for
+        the stream's tables (its rate limiters), or how many wait on it."""
+        reasons = self._transport.why_blocked(sorted(self._tables), insert=True)
+        if reasons:
+            return "; ".join(reasons)
+        return (
+            f"{self.in_flight} items sent to the server at {self._transport.address} are not "
+            "confirmed yet (no table's rate limiter there refuses them now)"
+        )
+
+    def _warn_unlocked(self, blocked: BlockedWait) -> None:
+        """Logs ``blocked``'s warning, the lock (held) released meanwhile:
+        the reason is a call to the server."""
+        self._mutex.release()
+        try:
+            blocked.warn_if_due(self.why_waiting)
+        finally:
+            self._mutex.acquire()
 
     def close(self, wait: bool = True) -> None:
         """Stops the stream; unconfirmed items are dropped. Idempotent.

@@ -4,7 +4,9 @@ to come): ``OneServerTransport``, their shared base.
 A client of one server has no turns to take and no other server to choose:
 ``one_server`` is the transport itself, ``server_infos`` its one server's.
 Sampling a number of samples is a loop of ``sample`` calls (``_take``), each
-waiting for the rate limiter in slices while a caller may cancel.
+waiting for the rate limiter in slices while a caller may cancel, and no
+longer than until the next wait warning is due (resound.wait_warnings): a
+call that timed out says why, which the warning repeats.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from resound import _core
+from resound import _core, wait_warnings
 from resound.errors import DeadlineExceededError
 
 if TYPE_CHECKING:
@@ -81,8 +83,41 @@ def _take_flexible(
     cancelled: threading.Event | None,
 ) -> list[Any]:
     del cancelled
-    wait = None if deadline is None else max(0.0, deadline - time.monotonic())
-    return [transport.sample(table, count, wait)]
+    started = time.monotonic()
+    blocked: wait_warnings.BlockedWait | None = None
+    while True:
+        wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+        capped = _capped(wait, blocked, started)
+        try:
+            return [transport.sample(table, count, capped)]
+        except DeadlineExceededError as error:
+            if capped == wait:
+                raise
+            blocked = _warned(blocked, started, error)
+
+
+def _capped(
+    wait: float | None, blocked: wait_warnings.BlockedWait | None, started: float
+) -> float | None:
+    """``wait``, ending when the call's next wait warning is due."""
+    if blocked is not None:
+        return blocked.cap(wait)
+    threshold = wait_warnings.wait_warning_seconds()
+    if threshold is None:
+        return wait
+    due = max(0.0, started + threshold - time.monotonic())
+    return due if wait is None else min(wait, due)
+
+
+def _warned(
+    blocked: wait_warnings.BlockedWait | None, started: float, error: DeadlineExceededError
+) -> wait_warnings.BlockedWait:
+    """The call's BlockedWait (made on its first timeout), which warned
+    with ``error``'s reason if that was due."""
+    if blocked is None:
+        blocked = wait_warnings.BlockedWait(wait_warnings.SAMPLER_LOGGER, "sampler", started)
+    blocked.warn_if_due(str(error))
+    return blocked
 
 
 def _take(
@@ -96,6 +131,8 @@ def _take(
     deadline passes after the first sample or ``cancelled`` is set."""
     parts: list[Any] = []
     taken = 0
+    started = time.monotonic()
+    blocked: wait_warnings.BlockedWait | None = None
     while taken < count:
         wait = None if deadline is None else max(0.0, deadline - time.monotonic())
         if cancelled is not None:
@@ -103,13 +140,20 @@ def _take(
                 break
             wait = _CANCEL_CHECK_SECONDS if wait is None else min(wait, _CANCEL_CHECK_SECONDS)
         try:
-            part = transport.sample(table, min(count - taken, _core.MAX_SAMPLES_PER_CALL), wait)
-        except DeadlineExceededError:
+            part = transport.sample(
+                table,
+                min(count - taken, _core.MAX_SAMPLES_PER_CALL),
+                _capped(wait, blocked, started),
+            )
+        except DeadlineExceededError as error:
             if deadline is not None and time.monotonic() >= deadline:
                 if not parts:
                     raise
                 break
-            continue  # only a cancellation check slice ended
+            blocked = _warned(blocked, started, error)
+            continue  # only a cancellation check slice (or a warning's) ended
         parts.append(part)
         taken += len(part)
+        if blocked is not None:  # a new wait, if any, starts now
+            blocked, started = None, time.monotonic()
     return parts

@@ -20,6 +20,7 @@ ConnectionError instead, so that the set can leave the server out.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -28,7 +29,7 @@ from typing import Any
 import grpc
 import numpy as np
 
-from resound import _core, _proto, specs
+from resound import _core, _proto, specs, wait_warnings
 from resound._transport.idle_calls import IdleCalls
 from resound._transport.insert_call import InsertCall
 from resound._transport.insert_stream import InsertStream
@@ -69,6 +70,8 @@ _RETRY_AFTER_READY_SECONDS = 0.05
 # at once reuse theirs; more open and close calls of their own.
 _IDLE_CALLS = 8
 # What the server's Checkpoint answers when its disk is full or unwritable.
+# How long a wait warning waits for the server to say why (see why_blocked).
+_WHY_BLOCKED_TIMEOUT_SECONDS = 2.0
 _DISK_ERRORS = (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.FAILED_PRECONDITION)
 # The chunks remote clients' writers build, apart from the tables' store
 # (resound.table.shared_chunk_store; see RemoteTransport.__init__).
@@ -132,6 +135,9 @@ class RemoteTransport(OneServerTransport):
         )
         self._checkpoint_call = method(
             "Checkpoint", "unary_unary", P.CheckpointRequest, P.CheckpointResponse
+        )
+        self._why_blocked_call = method(
+            "WhyBlocked", "unary_unary", P.WhyBlockedRequest, P.WhyBlockedResponse
         )
         # Writers chunk locally, exactly as with the embedded transport, but
         # in a store of the process's remote clients: a server in this
@@ -256,8 +262,12 @@ class RemoteTransport(OneServerTransport):
         """``insert`` with no timeout: on an idle InsertCall of this
         transport's (the caller reads its own confirmation), or a new one."""
         call = self._idle_insert_calls.take() or InsertCall(self)
+        # The call blocks in gRPC, where it cannot look at the clock: a
+        # watchdog thread warns for it when its wait is long.
+        blocked = wait_warnings.BlockedWait(wait_warnings.WRITER_LOGGER, "insert")
         try:
-            call.insert(table, requests)
+            with wait_warnings.watching(blocked, functools.partial(self._why_insert, table)):
+                call.insert(table, requests)
         except BaseException:
             call.close()
             raise
@@ -400,6 +410,28 @@ class RemoteTransport(OneServerTransport):
         with self._infos_lock:
             self._infos = dict(infos)
         return infos
+
+    def _why_insert(self, table: str) -> str:
+        reasons = self.why_blocked([table], insert=True)
+        if reasons:
+            return reasons[0]
+        return (
+            f"the server at {self._address} has not confirmed the insert yet (table "
+            f"{table!r}'s rate limiter does not refuse it now)"
+        )
+
+    def why_blocked(self, tables: list[str], insert: bool) -> list[str]:
+        """The server's reasons why each of ``tables`` refuses inserts
+        (``insert``) or samples now: none for tables that do not, and none
+        at all if the server cannot say (an older one, or not reachable
+        within _WHY_BLOCKED_TIMEOUT_SECONDS). For wait warnings and timeout
+        messages: a writer only sees that confirmations do not come."""
+        request = _proto.WhyBlockedRequest(tables=tables, insert=insert)
+        try:
+            response = self._why_blocked_call(request, timeout=_WHY_BLOCKED_TIMEOUT_SECONDS)
+        except grpc.RpcError:
+            return []
+        return list(response.reasons)
 
     def checkpoint(self) -> str:
         try:

@@ -67,7 +67,10 @@ class RemoteSampleBatch:
                 raise ValueError(f"malformed response from the server: {error}") from None
             info, end_of_request, timed_out = decoded[1:7], decoded[7], decoded[8]
             if timed_out:
-                raise DeadlineExceededError("the rate limiter allowed no sample in time")
+                # The server's reason, as an embedded table's timeout says it.
+                raise DeadlineExceededError(
+                    decoded[9] or "the rate limiter allowed no sample in time"
+                )
             self._packed.append(decoded[0])
             parts.append(info)
             if until_end_of_request and end_of_request:
@@ -189,7 +192,10 @@ class SampleStream:
                 batch = RemoteSampleBatch(self._call.responses, until_end_of_request=True)
             except DeadlineExceededError as error:  # the server's answer: the stream goes on
                 self._unanswered.popleft()
-                raise DeadlineExceededError(f"{self._what}: {error}") from None
+                text = str(error)
+                if not text.startswith("table '"):  # no reason (an older server): say which
+                    text = f"{self._what}: {text}"
+                raise DeadlineExceededError(text) from None
             except ConnectionError:
                 self.close()
                 raise

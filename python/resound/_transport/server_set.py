@@ -52,12 +52,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from resound import _core
+from resound._transport.members import Member, log_failover
 from resound._transport.remote import RemoteTransport, update_arrays
 from resound._transport.targets import Target, resolve_name
 from resound._transport.waiting import Outage, deadline_after, remaining
 from resound._transport.worker_pool import WorkerPool
 from resound.errors import CancelledError, DeadlineExceededError
 from resound.table_info import TableInfo, combined
+from resound.wait_warnings import SAMPLER_LOGGER, BlockedWait
 
 if TYPE_CHECKING:
     from resound._transport.factory import AddressTransport
@@ -66,8 +68,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Member", "ServerSet"]
 
-# A server that failed a call is left out this long, doubling per failure.
-_DOWN_BACKOFF_START, _DOWN_BACKOFF_MAX = 0.5, 2.0
 # A dns: target is resolved again this often, and sooner after a failure.
 _RESOLVE_EVERY_SECONDS = 30.0
 _RESOLVE_AFTER_FAILURE_SECONDS = 1.0
@@ -97,26 +97,15 @@ def _outcome(call: Callable[[], Any]) -> Any:
         return error
 
 
+def _reasons_text(reasons: dict[str, str]) -> str:
+    """Each server's reason, by address: "a:1: why | b:2: why"."""
+    return " | ".join(f"{address}: {reason}" for address, reason in reasons.items())
+
+
 def _call_weakly(method: weakref.WeakMethod, *args: Any) -> Any:
     """``method(*args)`` while its object lives; None after."""
     bound = method()
     return None if bound is None else bound(*args)
-
-
-class Member:
-    """One server of the set: its address, its transport, its health."""
-
-    def __init__(self, address: str, transport: AddressTransport) -> None:
-        self.address = address
-        # Embedded or gRPC, chosen at each use as for a client of one server.
-        self.connection = transport
-        self.failures = 0
-        self.down_until = 0.0
-        # Tables whose last sample request here found nothing to give, and when.
-        self.starved: dict[str, float] = {}
-
-    def __repr__(self) -> str:
-        return f"Member({self.address!r})"
 
 
 class ServerSet:
@@ -176,18 +165,22 @@ class ServerSet:
     def addresses(self) -> list[str]:
         return [m.address for m in self.members()]
 
-    def mark_down(self, member: Member) -> None:
+    def mark_down(self, member: Member, error: BaseException | None = None) -> None:
+        """``member`` failed a call (``error``): left out for a back-off,
+        and said so once when it goes down (see members.py)."""
         with self._lock:
-            backoff = min(_DOWN_BACKOFF_START * 2**member.failures, _DOWN_BACKOFF_MAX)
-            member.failures += 1
-            member.down_until = time.monotonic() + backoff
+            went_down = member.mark_down()
             self._resolve_soon = True
+        if went_down:
+            member.log_down(error, [m.address for m in self.live() if m is not member])
 
     def mark_up(self, member: Member) -> None:
+        """``member`` answered: back in the set (said so if it was down)."""
         if member.failures:
             with self._lock:
-                member.failures = 0
-                member.down_until = 0.0
+                came_back = member.mark_up()
+            if came_back is not None:
+                member.log_up(came_back)
 
     def _resolve(self, host: str, port: int) -> None:
         self._resolved_at = time.monotonic()
@@ -260,7 +253,7 @@ class ServerSet:
                     for table in tables:
                         transport.table_info_for_writer(table)
                 except _GONE as gone:
-                    self.mark_down(member)
+                    self.mark_down(member, gone)
                     error = gone
                     continue
                 return member
@@ -277,13 +270,13 @@ class ServerSet:
                 others.append(member)
         now = time.monotonic()
         live = [m for m in others if m.down_until <= now]
-        if not live:
-            return None
         start = next(self._turn)
         for index in range(len(live)):
             transport = self.transport(live[(start + index) % len(live)])
             if isinstance(transport, RemoteTransport):
+                log_failover(failed.address, transport.address)
                 return transport
+        log_failover(failed.address, None)
         return None
 
     def _no_replacement(self, failed: RemoteTransport) -> RemoteTransport | None:
@@ -310,7 +303,7 @@ class ServerSet:
         outcomes = [_outcome(finish) for finish in finishes]
         for member, outcome in zip(members, outcomes, strict=True):
             if isinstance(outcome, _GONE):
-                self.mark_down(member)
+                self.mark_down(member, outcome)
             elif not isinstance(outcome, BaseException):
                 self.mark_up(member)
         return list(zip(members, outcomes, strict=True))
@@ -328,7 +321,7 @@ class ServerSet:
                 try:
                     return call(self.transport(member))
                 except _GONE as gone:
-                    self.mark_down(member)
+                    self.mark_down(member, gone)
                     error = gone
             outage = self._wait_for_a_member(outage, error, None, "ServerInfo", None)
 
@@ -410,6 +403,11 @@ class ServerSet:
         outage: Outage | None = None
         what = f"Sample from table {table!r}"
         first_round = True
+        # Why each server's last request for this call timed out, for the
+        # wait warning and the final DeadlineExceededError.
+        reasons: dict[str, str] = {}
+        started = time.monotonic()
+        blocked: BlockedWait | None = None
         while True:
             now = time.monotonic()
             asking = (
@@ -449,8 +447,12 @@ class ServerSet:
             del outstanding[member]
             if isinstance(outcome, DeadlineExceededError):
                 member.starved[table] = time.monotonic()
+                reasons[member.address] = str(outcome)
+                if blocked is None:
+                    blocked = BlockedWait(SAMPLER_LOGGER, "sampler", started)
+                blocked.warn_if_due(functools.partial(_reasons_text, reasons))
             elif isinstance(outcome, _GONE):
-                self.mark_down(member)
+                self.mark_down(member, outcome)
                 last_gone = outcome
             elif isinstance(outcome, BaseException):
                 failure = failure or outcome
@@ -468,8 +470,8 @@ class ServerSet:
             if outage is not None and not self.live():
                 raise outage.deadline_error(what)
             raise DeadlineExceededError(
-                f"Sample from table {table!r}: no server gave a sample within the timeout "
-                "(rate limiters refused)"
+                f"Sample from table {table!r}: no server gave a sample within the timeout: "
+                + _reasons_text(reasons)
             )
         return [part for _, part in parts]
 

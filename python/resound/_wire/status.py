@@ -65,6 +65,10 @@ def error_from_rpc(error: grpc.RpcError, what: str) -> Exception:
     if code not in _EXCEPTIONS:
         return RuntimeError(f"{message} ({code})")
     exception, names_the_call = _EXCEPTIONS[code]
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED and details.startswith("table '"):
+        # A rate limiter's timeout names its table and says why, in the
+        # words an embedded table's timeout uses: the same text on both.
+        names_the_call = False
     return exception(message if names_the_call else details)
 
 

@@ -33,6 +33,7 @@ from resound._batch_assembly import stack_parts
 from resound.client import Client
 from resound.errors import DeadlineExceededError
 from resound.replay_sample import SampleInfo
+from resound.wait_warnings import SAMPLER_LOGGER, BlockedWait
 
 __all__ = ["ColumnSpec", "ReplayBatchSource"]
 
@@ -163,6 +164,7 @@ class ReplayBatchSource:
         outstanding: deque[tuple[int, Callable[[], list[Any]]]] = deque()
         asked = 0  # samples in outstanding requests
         last_sample = time.monotonic()
+        blocked: BlockedWait | None = None
         wait = _WAIT_SLICE_SECONDS
         if self._timeout is not None:
             wait = min(wait, self._timeout)
@@ -181,11 +183,17 @@ class ReplayBatchSource:
             asked -= count
             try:
                 parts = receive()
-            except DeadlineExceededError:
+            except DeadlineExceededError as error:
                 if self._timeout is not None and time.monotonic() - last_sample >= self._timeout:
                     return
-                continue  # only a wait slice ended: look at _closed, ask again
+                # Only a wait slice ended: look at _closed, ask again (and
+                # say why, if the wait since the last sample is long).
+                if blocked is None:
+                    blocked = BlockedWait(SAMPLER_LOGGER, "sampler", last_sample)
+                blocked.warn_if_due(str(error))
+                continue
             last_sample = time.monotonic()
+            blocked = None
             if self._remaining is not None:
                 self._remaining -= sum(len(part) for part in parts)
             self._put(self._batches(parts))

@@ -12,7 +12,6 @@ from __future__ import annotations
 import atexit
 import collections
 import contextlib
-import datetime
 import threading
 import time
 import weakref
@@ -22,6 +21,7 @@ from resound._checks import check_timeout
 from resound._wire.timeouts import finite_timeout
 from resound.errors import DeadlineExceededError
 from resound.trajectory_writer._slices import _all_complete
+from resound.wait_warnings import WRITER_LOGGER, BlockedWait, timeout_message
 
 if TYPE_CHECKING:
     from resound.trajectory_writer._columns import _Chunk
@@ -62,6 +62,9 @@ class _SendQueue:
     _error: BaseException | None
     _batch_limit: int
     _closed: bool
+    # Why the rate limiter refused the writer's last insert that it refused
+    # (the text of its DeadlineExceededError; "" before any).
+    _held_up_by: str
 
     def _wait_for_link(self, keep: int, timeout_ms: int | None, call: str) -> None:
         """Waits until the server confirmed all but ``keep`` (of the items
@@ -89,10 +92,13 @@ class _SendQueue:
                 self._start_sender()
             self._wake_sender()
 
-    def _send(self, deadline: float | None, keep: int = 0) -> bool:
+    def _send(
+        self, deadline: float | None, keep: int = 0, blocked: BlockedWait | None = None
+    ) -> bool:
         """Inserts ready items from the front until ``keep`` wait or the front
         item is not ready (True), or until ``deadline`` (time.monotonic();
-        None: none; 0.0: do not wait at all) passes (False)."""
+        None: none; 0.0: do not wait at all) passes (False). ``blocked``: the
+        user's call that waits (it warns when a wait is long)."""
         if deadline == 0.0:
             acquired = self._send_lock.acquire(blocking=False)
         elif deadline is None:
@@ -102,7 +108,7 @@ class _SendQueue:
         if not acquired:
             return False
         try:
-            return self._send_locked(deadline, keep)
+            return self._send_locked(deadline, keep, blocked)
         finally:
             self._send_lock.release()
 
@@ -127,7 +133,7 @@ class _SendQueue:
             batch.append(item)
         return table, batch
 
-    def _send_locked(self, deadline: float | None, keep: int) -> bool:
+    def _send_locked(self, deadline: float | None, keep: int, blocked: BlockedWait | None) -> bool:
         while True:
             ready = self._ready_batch(keep)
             if ready is None:
@@ -145,7 +151,10 @@ class _SendQueue:
                 inserted = self._link.insert(table, [item.request for item in batch], timeout)
             except DeadlineExceededError as error:
                 self._pop(getattr(error, "num_inserted", 0))
+                self._held_up_by = str(error)
                 if deadline is None or (deadline != 0.0 and time.monotonic() < deadline):
+                    if blocked is not None:
+                        blocked.warn_if_due(self._held_up_by)
                     continue
                 return False
             except Exception as error:
@@ -176,10 +185,11 @@ class _SendQueue:
             for chunk in item.chunks:
                 if not chunk.length:
                     chunk.column.finalize()
+        blocked = BlockedWait(WRITER_LOGGER, "writer")
         while len(self._pending) > keep:
             if deadline is not None and deadline <= time.monotonic():
                 break
-            if self._send(deadline, keep):
+            if self._send(deadline, keep, blocked):
                 if len(self._pending) > keep and not self._pending[0].ready():
                     break
                 continue
@@ -193,8 +203,7 @@ class _SendQueue:
             if self._sender is None:
                 self._start_sender()
             raise DeadlineExceededError(
-                f"{call} call did not complete within provided timeout of "
-                f"{datetime.timedelta(milliseconds=timeout_ms or 0)}"
+                timeout_message(call, timeout or 0.0, self._held_up_by or None)
             )
 
     # --- background sender: keeps rate-limited items flowing without user calls
@@ -277,10 +286,12 @@ def _send_one_batch(writer_ref: weakref.ref[TrajectoryWriter]) -> bool:
     requests = [item.request for item in ready[1]]
     handles = [chunk.handle for item in ready[1] for chunk in item.chunks]
     del writer, ready
+    held_up_by = None
     try:
         inserted = transport.insert(table, requests, _SENDER_SLICE_SECONDS)
     except DeadlineExceededError as error:
         inserted = getattr(error, "num_inserted", 0)
+        held_up_by = str(error)
     except BaseException as error:  # noqa: BLE001 - kept in writer._error, raised to the user
         writer = writer_ref()
         if writer is not None:
@@ -295,6 +306,8 @@ def _send_one_batch(writer_ref: weakref.ref[TrajectoryWriter]) -> bool:
     if writer is None:
         return False
     writer._pop(inserted)
+    if held_up_by is not None:
+        writer._held_up_by = held_up_by
     return True
 
 

@@ -105,6 +105,7 @@ class TrajectoryWriter(_StepAppender, _SendQueue, _ItemChecks):
         # before a refused one still go in (the core checks a whole batch first).
         self._batch_limit = _MAX_BATCH
         self._closed = False
+        self._held_up_by = ""
 
     # --- properties
 
