@@ -5,7 +5,7 @@
 # with the `test` extra into a fresh virtualenv, and runs the test suite
 # there from a scratch directory: nothing of the source tree's python/ is on
 # sys.path, and the run first shows that `import resound` finds the venv's
-# copy (tests/test_packaging.py checks the same inside the suite).
+# copy (tests/system/test_packaging.py checks the same inside the suite).
 #
 #   bash tools/check_wheel.sh                       # with python3 on PATH
 #   PYTHON=/path/to/python3.13 bash tools/check_wheel.sh

@@ -7,7 +7,7 @@ module, ``_core.pyi`` and ``py.typed``; nothing else there but the one
 compiled ``_core`` extension for the wheel's own Python), the license in its
 ``.dist-info``, and nothing outside those two folders (no tests, no build
 tree). Its name and version must match ``pyproject.toml`` and
-``python/resound/__init__.py``. tests/test_packaging.py checks the rest on
+``python/resound/__init__.py``. tests/system/test_packaging.py checks the rest on
 the installed distribution (metadata, both commands). Prints one line per
 check; exits with status 1 naming every check that failed.
 

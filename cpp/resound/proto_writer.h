@@ -4,7 +4,7 @@
 // The service's Python layer builds most messages with the protobuf runtime;
 // the few that carry thousands of items per message (InsertRequestEncoder) are
 // written here instead, where a field of a thousand entries costs a loop
-// rather than a thousand Python objects. tests/test_wire_encoding.py checks
+// rather than a thousand Python objects. tests/core/test_wire_encoding.py checks
 // that the protobuf runtime reads what this writes.
 #ifndef RESOUND_PROTO_WRITER_H_
 #define RESOUND_PROTO_WRITER_H_

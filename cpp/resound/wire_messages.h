@@ -1,7 +1,7 @@
 // The service's shared messages (protos/resound/v1/replay.proto) in C++: their
 // field numbers, and ChunkBatch and Trajectories written and read without the
 // protobuf runtime. InsertRequestEncoder and sample_response.h build on these;
-// tests/test_wire_encoding.py checks that the protobuf runtime reads what is
+// tests/core/test_wire_encoding.py checks that the protobuf runtime reads what is
 // written here and that what it writes reads back.
 #ifndef RESOUND_WIRE_MESSAGES_H_
 #define RESOUND_WIRE_MESSAGES_H_
