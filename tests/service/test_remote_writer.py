@@ -50,6 +50,23 @@ def test_flush_waits_for_confirmation_and_honours_its_timeout(remote):
     assert taken == [0, 1, 2] and writer.num_pending_items == 0
 
 
+def test_close_returns_while_the_server_holds_items_back(remote):
+    # The server keeps the stream's next answer back while its queue is full;
+    # close() must end the call rather than wait for that answer.
+    server, client = remote(resound.Table.queue("q", 1))
+    writer = client.trajectory_writer(1)
+    write(writer, "q", range(3))
+    with pytest.raises(resound.DeadlineExceededError):
+        writer.flush(timeout_ms=50)
+    closing = threading.Thread(target=writer.close)
+    closing.start()
+    closing.join(SAFETY)
+    assert not closing.is_alive()
+    # The item the queue took stays; the server serves on.
+    assert [s.data[0] for s in client.sample("q", 1, emit_timesteps=False, timeout=SAFETY)] == [0]
+    assert server.table("q").info.current_size == 0
+
+
 def test_an_item_the_server_refuses_fails_the_writer(remote):
     table = resound.Table.queue("q", 10, signature={"x": resound.TensorSpec([], np.int64)})
     server, client = remote(table)

@@ -80,6 +80,7 @@ class InsertStream:
         # Calls of RemoteTransport.insert using the stream (under that
         # transport's lock).
         self.callers = 0
+        self._call: Any = None  # the Insert call now open (close cancels it)
         self._receiver = threading.Thread(
             target=self._run, name="resound-insert-stream", daemon=True
         )
@@ -227,6 +228,12 @@ class InsertStream:
         with self._lock:
             self._closed = True
             self._lock.notify_all()
+            call = self._call
+        if call is not None:
+            # The server may hold the call's next answer back for good (a
+            # full table's rate limiter): ending the requests would not end
+            # the call, and the receiver would wait for that answer forever.
+            call.cancel()
         if wait and self._receiver is not threading.current_thread():
             self._receiver.join()
 
@@ -245,6 +252,11 @@ class InsertStream:
                 generation = self._generation
             try:
                 responses = self._transport._insert_call(self._requests(generation))
+                with self._lock:
+                    self._call = responses
+                    closed = self._closed
+                if closed:
+                    responses.cancel()
                 for response in responses:
                     backoff = _BACKOFF_START
                     self._transport._outage = None
@@ -260,6 +272,9 @@ class InsertStream:
                     self._fail(CancelledError("Insert: the server stopped"))
                 return
             except grpc.RpcError as error:
+                with self._lock:
+                    if self._closed:
+                        return  # close() cancelled the call
                 # A server that is unreachable or stopping (CANCELLED) has
                 # gone away: with failover, another one takes the items.
                 gone = error.code() in (*TRANSIENT, grpc.StatusCode.CANCELLED)
