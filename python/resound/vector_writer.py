@@ -42,7 +42,7 @@ Example:
     >>> with client.vector_writer(num_envs=4, max_sequence_length=2) as writer:
     ...     for _ in range(3):
     ...         writer.append({"obs": np.zeros((4, 3), np.float32)})
-    ...         writer.create_items("q", priority=1.0, length=2)
+    ...         made = writer.create_items("q", priority=1.0, length=2)
     >>> client.server_info()["q"].current_size
     8
 """
@@ -59,7 +59,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import numpy as np
 import numpy.typing as npt
 
-from resound import _core, nest
+from resound import _core, nest, wait_warnings
 from resound.errors import DeadlineExceededError
 from resound.table import shared_chunk_store
 
@@ -477,18 +477,26 @@ class VectorWriter:
 
     def _wait_until(self, keep: int, deadline: float | None, call: str) -> None:
         core = self._core
+        blocked: wait_warnings.BlockedWait | None = None
         while True:
             core.insert_ready(0.0)
             if core.num_queued <= keep or (core.num_ready == 0 and keep > 0):
                 return
+            if blocked is None:
+                blocked = wait_warnings.BlockedWait(wait_warnings.WRITER_LOGGER, "vector writer")
             if deadline is not None and time.monotonic() >= deadline:
                 raise DeadlineExceededError(
-                    f"{call}: {core.num_queued} items are still waiting for their tables' "
-                    "rate limiters"
+                    f"{call}: {core.num_queued} items are still waiting for their tables; "
+                    f"{self._why_blocked()}"
                 )
+            blocked.warn_if_due(self._why_blocked)
             left = (
                 _WAIT_SLICE_SECONDS
                 if deadline is None
                 else min(_WAIT_SLICE_SECONDS, max(0.0, deadline - time.monotonic()))
             )
             core.insert_ready(left)
+
+    def _why_blocked(self) -> str:
+        reasons = [t.why_blocked(True) for t in self._tables.values() if not t.can_insert(1)]
+        return "; ".join(reasons) or "the tables' rate limiters allowed no insert in time"

@@ -256,3 +256,24 @@ def test_a_second_thread_on_a_waiting_writer_does_not_stop_the_reader(serve):
     assert not flushing.is_alive() and not appending.is_alive()
     assert [float(np.asarray(s.data[0]).reshape(-1)[0]) for s in taken] == [0.0, 1.0]
     writer.close()
+
+
+def test_a_long_wait_for_a_full_table_is_logged_and_a_timeout_says_why(serve, caplog):
+    _, client = serve(queue(max_size=1))
+    writer = client.vector_writer(2, max_sequence_length=1, max_chunk_length=1)
+    writer.append({"x": np.zeros(2, np.float32)})
+    writer.create_items("q", length=1)  # one goes in, one waits
+    resound.set_wait_warning(0.05)
+    try:
+        with (
+            caplog.at_level("WARNING", logger="resound.writer"),
+            pytest.raises(resound.DeadlineExceededError, match=r"Queue\(1\) needs 1 more"),
+        ):
+            writer.flush(timeout_ms=300)
+    finally:
+        resound.set_wait_warning(30.0)
+    assert any(
+        "blocked" in record.getMessage() and "Queue(1)" in record.getMessage()
+        for record in caplog.records
+    )
+    writer.__exit__(RuntimeError, None, None)  # drops what is queued
