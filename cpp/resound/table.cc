@@ -51,7 +51,7 @@ void Table::ValidatePriority(double priority) const {
 std::shared_ptr<const Item> Table::Build(ItemRequest& request) const {
   ValidatePriority(request.priority);
   auto item = Item::Create(request.key, request.trajectory, *store_);
-  if (!config_.column_specs.empty()) ColumnSpec::Check(config_.column_specs, *item);
+  if (!config_.column_specs.empty()) ColumnSpec::Check(config_.column_specs, *item, config_.name);
   if (config_.max_bytes > 0) {
     // Eviction could never make room for it (its chunks are distinct).
     int64_t bytes = 0;
@@ -467,7 +467,7 @@ void Table::Restore(TableState state) {
       if (!keys.TryEmplace(entry.item->key(), 0).second) {
         throw InvalidArgumentError(where + "item key " + std::to_string(entry.item->key()) + " appears twice");
       }
-      if (!config_.column_specs.empty()) ColumnSpec::Check(config_.column_specs, *entry.item);
+      if (!config_.column_specs.empty()) ColumnSpec::Check(config_.column_specs, *entry.item, config_.name);
     }
   }
   if (config_.max_bytes > 0) {

@@ -286,7 +286,10 @@ class Table:
         max_times_sampled: int = 0,
         signature: bytes = b"",
         chunk_store: ChunkStore | None = None,
-        column_specs: Sequence[tuple[str, Sequence[int | None] | None]] | None = None,
+        column_specs: Sequence[
+            tuple[str, Sequence[int | None] | None] | tuple[str, Sequence[int | None] | None, str]
+        ]
+        | None = None,
         max_bytes: int = 0,
     ) -> None: ...
     @property
