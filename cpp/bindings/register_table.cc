@@ -359,6 +359,10 @@ them, items in order) whose chunks are live in `store`.)doc");
       .def_readonly("num_episodes", &TableInfo::num_episodes)
       .def_readonly("num_deleted_episodes", &TableInfo::num_deleted_episodes)
       .def_readonly("num_unique_samples", &TableInfo::num_unique_samples)
+      .def_readonly("num_changes", &TableInfo::num_changes,
+                    "Changes to what a checkpoint of the table holds (inserts, deletions, samples, "
+                    "priority updates, resets, restores) since it was created; checkpoints that "
+                    "would be equal have equal counts.")
       .def_readonly("num_chunks", &TableInfo::num_chunks)
       .def_readonly("memory_bytes", &TableInfo::memory_bytes)
       .def_property_readonly("rate_limiter", [](const TableInfo& i) { return RateLimiterInfoDict(i.rate_limiter); })

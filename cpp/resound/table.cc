@@ -103,6 +103,7 @@ void Table::RemoveReferences(const Item& item) {
 
 void Table::InsertLocked(std::shared_ptr<const Item> item, double priority, Released& released) {
   const uint64_t key = item->key();
+  ++num_changes_;
   if (const uint32_t* slot = slots_.Find(key)) {
     // A known key only changes priority; the new copy of the data is dropped
     // (after the lock is released) and the limiter counts no insert.
@@ -148,12 +149,14 @@ void Table::InsertLocked(std::shared_ptr<const Item> item, double priority, Rele
 }
 
 void Table::UpdateLocked(size_t slot, double priority) {
+  ++num_changes_;
   sampler_->Update(slot, priority);
   remover_->Update(slot, priority);
   entries_[slot].priority = priority;
 }
 
 void Table::CountSample(Entry& entry) noexcept {
+  ++num_changes_;
   if (entry.times_sampled == 0) ++num_unique_samples_;
   // Saturate rather than overflow: with no max_times_sampled a small table
   // can sample one item billions of times in a long run.
@@ -163,6 +166,7 @@ void Table::CountSample(Entry& entry) noexcept {
 void Table::DeleteLocked(size_t slot, Released& released) {
   Entry& entry = entries_[slot];
   const uint64_t key = entry.key;
+  ++num_changes_;
   RemoveReferences(*entry.item);
   released.push_back(std::move(entry.item));
   sampler_->Remove(slot);
@@ -313,6 +317,7 @@ void Table::Reset() {
   num_deleted_episodes_ = 0;
   num_unique_samples_ = 0;
   limiter_.ResetCounters();
+  ++num_changes_;
 }
 
 void Table::Close() noexcept {
@@ -392,6 +397,7 @@ TableInfo Table::Info() const {
   info.memory_bytes = chunk_memory_bytes_;
   info.rate_limiter = limiter_.Info();
   info.closed = closed_;
+  info.num_changes = num_changes_;
   return info;
 }
 
@@ -521,6 +527,7 @@ void Table::Restore(TableState state) {
   limiter_.SetCounters(state.counters);
   num_deleted_episodes_ = state.num_deleted_episodes;
   num_unique_samples_ = state.num_unique_samples;
+  ++num_changes_;
 }
 
 }  // namespace resound

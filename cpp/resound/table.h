@@ -179,6 +179,7 @@ class Table {
   int64_t num_deleted_episodes_ = 0;
   int64_t num_unique_samples_ = 0;
   uint64_t next_sequence_ = 0;
+  uint64_t num_changes_ = 0;  // see TableInfo::num_changes
   bool closed_ = false;
   std::unique_ptr<WakeSignal> wake_;  // made by the first ArmWake or wake_fd
 };
