@@ -51,6 +51,10 @@ CALLS: dict[str, tuple[str, Callable[[resound.Client], Any]]] = {
         "sample_batch from table 'replay'",
         lambda c: c.sample_batch("replay", 2, timeout=0.3),
     ),
+    "sample_batches": (
+        "sample_batches from table 'replay'",
+        lambda c: next(iter(c.sample_batches("replay", 2, timeout=0.3))),
+    ),
     "server_info": ("server_info", lambda c: c.server_info(timeout=0.3)),
     "checkpoint": ("checkpoint", lambda c: c.checkpoint()),
 }

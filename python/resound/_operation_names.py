@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from resound._wire.operation import CURRENT, RPC_NAME
 
-__all__ = ["names_operation", "rename", "renamed_iteration"]
+__all__ = ["names_operation", "rename", "renamed_calls", "renamed_iteration"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -85,6 +85,25 @@ def names_operation(operation: str) -> Callable[[F], F]:
         return call  # type: ignore[return-value]
 
     return decorate
+
+
+def renamed_calls(function: Callable[..., Any], operation: str, owner: Any) -> Callable[..., Any]:
+    """``function``, its errors (and warnings) naming ``operation``: for a
+    public operation's work on another thread (a prefetching iterator)."""
+
+    @functools.wraps(function)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        token = CURRENT.set(operation) if CURRENT.get() is None else None
+        try:
+            return function(*args, **kwargs)
+        except Exception as error:
+            rename(error, operation, _addresses(owner))
+            raise
+        finally:
+            if token is not None:
+                CURRENT.reset(token)
+
+    return call
 
 
 def renamed_iteration(iterator: Iterable[Any], operation: str, owner: Any) -> Iterator[Any]:

@@ -36,7 +36,7 @@ import numpy as np
 
 from resound import _batch_assembly, nest, specs
 from resound._checks import as_updates, check_count, check_priority, check_timeout
-from resound._operation_names import names_operation, renamed_iteration
+from resound._operation_names import names_operation, renamed_calls, renamed_iteration
 from resound._samples import sample_generator
 from resound._transport import factory
 from resound._transport.closed import ClosedTransport
@@ -439,7 +439,8 @@ class Client:
             origin=self._batch_origin("sample_batches", table),
         )
         return BatchIterator(
-            filler.produce,
+            # On the prefetch thread: its errors name sample_batches there.
+            renamed_calls(filler.produce, "sample_batches", self),
             num_batches=num_batches,
             prefetch=prefetch,
             held=filler.held,
