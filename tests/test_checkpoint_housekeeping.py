@@ -113,6 +113,11 @@ def test_skip_unchanged_writes_only_after_a_change(tmp_path, caplog):
         snapshot = restored.table("q")._core.snapshot()
         assert {(i.key, i.priority, i.times_sampled) for i in snapshot} == saved
         assert len(saved) == 1
+        # What it restored is what it holds: nothing to write until a change.
+        newest = checkpointer.checkpoints()[-1]
+        assert restored.checkpoint(skip_unchanged=True) == newest
+        insert(restored.in_process_client(), 3.0)
+        assert restored.checkpoint(skip_unchanged=True) != newest
     finally:
         restored.stop()
 

@@ -43,7 +43,12 @@ from resound._service.response_budget import (
 from resound._transport import local_servers
 from resound._transport.malloc_thresholds import keep_message_buffers_warm
 from resound._wire.channel_options import CHANNEL_OPTIONS, MAX_MESSAGE_BYTES, server_keepalive
-from resound.checkpointers import CheckpointerBase, ServerTempCheckpointer, checkpoint_file
+from resound.checkpointers import (
+    CheckpointerBase,
+    DefaultCheckpointer,
+    ServerTempCheckpointer,
+    checkpoint_file,
+)
 from resound.client import Client
 from resound.errors import CancelledError, NotFoundError
 from resound.table import Table
@@ -239,6 +244,11 @@ class Server:
             # Before any client can reach the tables.
             started = time.perf_counter()
             restored = checkpointer.load_latest(tables)
+            own = isinstance(checkpointer, DefaultCheckpointer) and checkpointer.checkpoints()
+            if own and restored in own:
+                # The tables hold what that checkpoint does: nothing to write
+                # until they change (a fallback elsewhere is no checkpoint here).
+                self._last_checkpoint = (restored, self._change_counts())
             if restored is not None:
                 _LOGGER.info(
                     "restored %s: %s in %.1f s",
@@ -342,7 +352,8 @@ class Server:
         With ``skip_unchanged`` (what ``resound-server --checkpoint-every``
         and ``--checkpoint-on-stop`` use), nothing is written if no table
         changed since the newest checkpoint this server wrote and that
-        checkpoint still exists: its directory is returned, and the skip is
+        checkpoint still exists (or the one it restored at start from its
+        checkpointer's directory): its directory is returned, and the skip is
         logged. A table changes with every insert, deletion, sample (which
         counts times_sampled), priority update and reset, so a restore from
         the returned checkpoint gives the same state as a new one would. A
