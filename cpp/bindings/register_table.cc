@@ -66,15 +66,18 @@ std::vector<ItemRequest> ToRequests(py::handle items) {
   return requests;
 }
 
-// Column specs as (typestr, shape) pairs; shape is None (any) or a sequence
-// of ints and None (any size).
+// Column specs as (typestr, shape) pairs or (typestr, shape, label) triples;
+// shape is None (any) or a sequence of ints and None (any size); label names
+// the column in errors.
 std::vector<ColumnSpec> ToColumnSpecs(const py::sequence& specs) {
   std::vector<ColumnSpec> out;
   out.reserve(specs.size());
   for (size_t i = 0; i < specs.size(); ++i) {
     py::object entry = specs[i];
-    if (!py::isinstance<py::sequence>(entry) || py::isinstance<py::str>(entry) || py::len(entry) != 2) {
-      throw InvalidArgumentError("column_specs[" + std::to_string(i) + "] must be a pair (typestr, shape)");
+    if (!py::isinstance<py::sequence>(entry) || py::isinstance<py::str>(entry) ||
+        (py::len(entry) != 2 && py::len(entry) != 3)) {
+      throw InvalidArgumentError("column_specs[" + std::to_string(i) +
+                                 "] must be a pair (typestr, shape) or a triple (typestr, shape, label)");
     }
     const auto pair = py::reinterpret_borrow<py::sequence>(entry);
     std::optional<std::vector<int64_t>> shape;
@@ -85,7 +88,8 @@ std::vector<ColumnSpec> ToColumnSpecs(const py::sequence& specs) {
         shape->push_back(dim.is_none() ? -1 : ToInt64(dim, "column_specs[" + std::to_string(i) + "] dimension"));
       }
     }
-    out.emplace_back(py::cast<std::string>(pair[0]), std::move(shape));
+    std::string label = pair.size() == 3 ? py::cast<std::string>(pair[2]) : std::string();
+    out.emplace_back(py::cast<std::string>(pair[0]), std::move(shape), std::move(label));
   }
   return out;
 }
@@ -355,6 +359,10 @@ them, items in order) whose chunks are live in `store`.)doc");
       .def_readonly("num_episodes", &TableInfo::num_episodes)
       .def_readonly("num_deleted_episodes", &TableInfo::num_deleted_episodes)
       .def_readonly("num_unique_samples", &TableInfo::num_unique_samples)
+      .def_readonly("num_changes", &TableInfo::num_changes,
+                    "Changes to what a checkpoint of the table holds (inserts, deletions, samples, "
+                    "priority updates, resets, restores) since it was created; checkpoints that "
+                    "would be equal have equal counts.")
       .def_readonly("num_chunks", &TableInfo::num_chunks)
       .def_readonly("memory_bytes", &TableInfo::memory_bytes)
       .def_readonly("num_priority_updates", &TableInfo::num_priority_updates)

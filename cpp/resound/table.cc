@@ -51,7 +51,7 @@ void Table::ValidatePriority(double priority) const {
 std::shared_ptr<const Item> Table::Build(ItemRequest& request) const {
   ValidatePriority(request.priority);
   auto item = Item::Create(request.key, request.trajectory, *store_);
-  if (!config_.column_specs.empty()) ColumnSpec::Check(config_.column_specs, *item);
+  if (!config_.column_specs.empty()) ColumnSpec::Check(config_.column_specs, *item, config_.name);
   if (config_.max_bytes > 0) {
     // Eviction could never make room for it (its chunks are distinct).
     int64_t bytes = 0;
@@ -103,6 +103,7 @@ void Table::RemoveReferences(const Item& item) {
 
 void Table::InsertLocked(std::shared_ptr<const Item> item, double priority, Released& released) {
   const uint64_t key = item->key();
+  ++num_changes_;
   if (const uint32_t* slot = slots_.Find(key)) {
     // A known key only changes priority; the new copy of the data is dropped
     // (after the lock is released) and the limiter counts no insert.
@@ -148,12 +149,14 @@ void Table::InsertLocked(std::shared_ptr<const Item> item, double priority, Rele
 }
 
 void Table::UpdateLocked(size_t slot, double priority) {
+  ++num_changes_;
   sampler_->Update(slot, priority);
   remover_->Update(slot, priority);
   entries_[slot].priority = priority;
 }
 
 void Table::CountSample(Entry& entry) noexcept {
+  ++num_changes_;
   if (entry.times_sampled == 0) ++num_unique_samples_;
   // Saturate rather than overflow: with no max_times_sampled a small table
   // can sample one item billions of times in a long run.
@@ -163,6 +166,7 @@ void Table::CountSample(Entry& entry) noexcept {
 void Table::DeleteLocked(size_t slot, Released& released) {
   Entry& entry = entries_[slot];
   const uint64_t key = entry.key;
+  ++num_changes_;
   RemoveReferences(*entry.item);
   released.push_back(std::move(entry.item));
   sampler_->Remove(slot);
@@ -315,6 +319,7 @@ void Table::Reset() {
   num_deleted_episodes_ = 0;
   num_unique_samples_ = 0;
   limiter_.ResetCounters();
+  ++num_changes_;
 }
 
 void Table::Close() noexcept {
@@ -401,6 +406,7 @@ TableInfo Table::Info() const {
   info.num_mutate_deletes = num_mutate_deletes_;
   info.rate_limiter = limiter_.Info();
   info.closed = closed_;
+  info.num_changes = num_changes_;
   return info;
 }
 
@@ -476,7 +482,7 @@ void Table::Restore(TableState state) {
       if (!keys.TryEmplace(entry.item->key(), 0).second) {
         throw InvalidArgumentError(where + "item key " + std::to_string(entry.item->key()) + " appears twice");
       }
-      if (!config_.column_specs.empty()) ColumnSpec::Check(config_.column_specs, *entry.item);
+      if (!config_.column_specs.empty()) ColumnSpec::Check(config_.column_specs, *entry.item, config_.name);
     }
   }
   if (config_.max_bytes > 0) {
@@ -530,6 +536,7 @@ void Table::Restore(TableState state) {
   limiter_.SetCounters(state.counters);
   num_deleted_episodes_ = state.num_deleted_episodes;
   num_unique_samples_ = state.num_unique_samples;
+  ++num_changes_;
 }
 
 }  // namespace resound

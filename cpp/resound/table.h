@@ -185,6 +185,7 @@ class Table {
   int64_t num_priority_updates_ = 0;  // by MutatePriorities, see TableInfo
   int64_t num_mutate_deletes_ = 0;
   uint64_t next_sequence_ = 0;
+  uint64_t num_changes_ = 0;  // see TableInfo::num_changes
   bool closed_ = false;
   std::unique_ptr<WakeSignal> wake_;  // made by the first ArmWake or wake_fd
 };

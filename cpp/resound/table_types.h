@@ -115,6 +115,10 @@ struct TableInfo {
   int64_t num_mutate_deletes = 0;
   RateLimiterInfo rate_limiter;
   bool closed = false;
+  // Changes to what a checkpoint of the table holds since it was created:
+  // each insert, deletion, sample (times_sampled), priority update, reset
+  // and restore adds at least 1. Equal counts: an equal checkpoint.
+  uint64_t num_changes = 0;
 };
 
 }  // namespace resound

@@ -18,16 +18,18 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import collections
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from resound import _codec, _core, nest
+from resound import _codec, _core, nest, specs
 from resound.replay_sample import ReplaySample, SampleInfo
 
 __all__ = [
     "INFO_FIELDS",
+    "Origin",
     "batch_sample",
     "concatenate_batches",
     "count",
@@ -85,11 +87,23 @@ def stack_parts(parts: Sequence[Any]) -> list[np.ndarray] | None:
         return None
 
 
-def batch_sample(parts: Sequence[Any], signature: Any) -> ReplaySample:
+class Origin(NamedTuple):
+    """What messages about a batch name: the call, its table and the
+    signature's field labels (``fields()``, called only for a message; None
+    if the table has no signature)."""
+
+    call: str
+    table: str
+    fields: Callable[[], list[str] | None]
+
+
+def batch_sample(
+    parts: Sequence[Any], signature: Any, origin: Origin | None = None
+) -> ReplaySample:
     """One ``ReplaySample`` of stacked, aligned arrays from sample batches."""
     columns = stack_parts(parts)
     if columns is None:
-        columns = _stack_items(parts)
+        columns = _stack_items(parts, origin)
     columns = _codec.strings_as_objects(columns)  # Reverb's form: object arrays of bytes
     info = SampleInfo(
         *(_concatenate([getattr(part, field) for part in parts]) for field in INFO_FIELDS)
@@ -111,7 +125,40 @@ def concatenate_batches(batches: Sequence[ReplaySample]) -> ReplaySample:
     return ReplaySample(info, nest.unflatten_as(batches[0].data, leaves))
 
 
-def _stack_items(parts: Sequence[Any]) -> list[np.ndarray]:
+def _column_name(origin: Origin | None, index: int) -> str:
+    """The label of column ``index``: its signature field, else its index."""
+    if origin is not None:
+        try:
+            labels = origin.fields()
+        except Exception:  # noqa: BLE001 - the message must not hide the error it explains
+            labels = None
+        if labels is not None and index < len(labels):
+            return labels[index]
+    return f"column {index}"
+
+
+def _shapes_text(shapes: Sequence[tuple[int, ...]]) -> str:
+    counts = collections.Counter(shapes)
+    return ", ".join(
+        f"{specs.shape_text(shape)} ({n} item{'s' if n > 1 else ''})"
+        for shape, n in sorted(counts.items())
+    )
+
+
+def _why_shapes_differ(shapes: set[tuple[int, ...]]) -> str:
+    """Why a table's items can have unequal shapes in one field."""
+    for shape in shapes:
+        if shape[:1] == (1,) and shape[1:] in shapes:
+            return (
+                "insert() adds a time axis of length 1, which a writer's item over one squeezed "
+                "step (history[...][-1]) does not have, so this table holds items of both"
+            )
+    if len({len(shape) for shape in shapes}) == 1 and len({shape[1:] for shape in shapes}) == 1:
+        return "the items hold different numbers of steps"
+    return "the items were written with different shapes"
+
+
+def _stack_items(parts: Sequence[Any], origin: Origin | None = None) -> list[np.ndarray]:
     cache: dict[int, np.ndarray] = {}
     # Views of chunk rows: stacking below copies them once.
     items = [
@@ -129,9 +176,12 @@ def _stack_items(parts: Sequence[Any]) -> list[np.ndarray]:
     for index, column in enumerate(zip(*items, strict=True)):
         shapes = {c.shape for c in column}
         if len(shapes) != 1:
+            where = "" if origin is None else f"{origin.call} from table {origin.table!r}: "
             raise ValueError(
-                f"column {index} has different shapes across the batch ({sorted(shapes)}); "
-                "sample_batch needs equal shapes per column, use Client.sample instead"
+                f"{where}{_column_name(origin, index)} has different shapes across the batch: "
+                f"{_shapes_text([c.shape for c in column])}; {_why_shapes_differ(shapes)}. "
+                "A batch stacks each field, so it needs equal shapes: sample such items with "
+                "Client.sample, or write them all the same way"
             )
         dtypes = {_dtype_key(c.dtype) for c in column}
         if len(dtypes) != 1:

@@ -313,6 +313,8 @@ class TableInfo:
     def rate_limiter(self) -> dict[str, float]: ...
     @property
     def closed(self) -> bool: ...
+    @property
+    def num_changes(self) -> int: ...
 
 class Table:
     def __init__(
@@ -325,7 +327,10 @@ class Table:
         max_times_sampled: int = 0,
         signature: bytes = b"",
         chunk_store: ChunkStore | None = None,
-        column_specs: Sequence[tuple[str, Sequence[int | None] | None]] | None = None,
+        column_specs: Sequence[
+            tuple[str, Sequence[int | None] | None] | tuple[str, Sequence[int | None] | None, str]
+        ]
+        | None = None,
         max_bytes: int = 0,
     ) -> None: ...
     @property

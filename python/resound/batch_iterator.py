@@ -68,12 +68,14 @@ class BatchFiller:
         timeout: float | None,
         drop_remainder: bool,
         signature: Any,
+        origin: _batch_assembly.Origin | None = None,
     ) -> None:
         self._take = take
         self._batch_size = batch_size
         self._timeout = timeout
         self._drop_remainder = drop_remainder
         self._signature = signature
+        self._origin = origin
         self._parts: list[Any] = []
         self._held = 0
 
@@ -88,7 +90,7 @@ class BatchFiller:
             if cancelled.is_set():
                 return None
             if self._held == self._batch_size or (self._held and not self._drop_remainder):
-                batch = _batch_assembly.batch_sample(self._parts, self._signature)
+                batch = _batch_assembly.batch_sample(self._parts, self._signature, self._origin)
                 self._parts, self._held = [], 0
                 return batch
 
@@ -96,7 +98,7 @@ class BatchFiller:
         """The samples taken and not yet in a batch, as one batch (or None)."""
         if not self._held:
             return None
-        return _batch_assembly.batch_sample(self._parts, self._signature)
+        return _batch_assembly.batch_sample(self._parts, self._signature, self._origin)
 
 
 class BatchIterator:

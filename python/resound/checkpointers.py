@@ -55,10 +55,13 @@ Example:
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import itertools
 import logging
 import os
 import re
+import shutil
 import stat
 import tempfile
 import threading
@@ -75,10 +78,12 @@ __all__ = [
     "FILE_NAME",
     "CheckpointerBase",
     "DefaultCheckpointer",
+    "ServerTempCheckpointer",
     "TempDirCheckpointer",
     "checkpoint_file",
     "default_checkpointer",
     "inspect",
+    "process_temp_directory",
     "restore",
 ]
 
@@ -344,6 +349,99 @@ class TempDirCheckpointer(DefaultCheckpointer):
 
     def __init__(self, *, keep_latest: int = 1) -> None:
         super().__init__(tempfile.mkdtemp(prefix="resound-checkpoints-"), keep_latest=keep_latest)
+
+
+# Where a Server without a checkpointer writes the checkpoints it is asked
+# for: one directory per process (by pid), one subdirectory per server.
+_PROCESS_TEMP_PREFIX = "resound-checkpoints-pid"
+_server_temp_numbers = itertools.count(1)
+_process_temp_lock = threading.Lock()
+_process_temp_registered = False
+
+
+def process_temp_directory() -> str:
+    """``<tempfile.gettempdir()>/resound-checkpoints-pid<pid>``: where the
+    servers of this process that have no checkpointer write checkpoints
+    (see ``ServerTempCheckpointer``); removed when the process exits."""
+    return os.path.join(tempfile.gettempdir(), f"{_PROCESS_TEMP_PREFIX}{os.getpid()}")
+
+
+class ServerTempCheckpointer(DefaultCheckpointer):
+    """The checkpointer of a Server given none, for ``Client.checkpoint()``.
+
+    Writes into ``<process_temp_directory()>/server-<n>`` (n counts the
+    servers of the process), keeps only the newest checkpoint there, and
+    ``remove()`` (which the server calls when it stops) deletes the
+    directory; the process directory goes when the process exits. Folders a
+    process killed before it could remove them are removed by the next
+    process that creates one of these, once no process has that pid.
+
+    Example:
+        >>> import os, resound
+        >>> server = resound.Server([resound.Table.queue('q', 10)], listen=False)
+        >>> path = server.in_process_client().checkpoint()
+        >>> path.startswith(process_temp_directory())
+        True
+        >>> server.stop()
+        >>> os.path.exists(path)
+        False
+    """
+
+    def __init__(self) -> None:
+        global _process_temp_registered
+        with _process_temp_lock:
+            if not _process_temp_registered:
+                _process_temp_registered = True
+                _remove_temp_directories_of_gone_processes()
+                atexit.register(_remove_process_temp_directory, os.getpid())
+        super().__init__(
+            os.path.join(process_temp_directory(), f"server-{next(_server_temp_numbers)}"),
+            keep_latest=1,
+        )
+
+    def remove(self) -> None:
+        """Deletes this server's directory and every checkpoint in it."""
+        with self._lock:
+            shutil.rmtree(self._path, ignore_errors=True)
+        with contextlib.suppress(OSError):  # other servers' directories are in it
+            os.rmdir(os.path.dirname(self._path))
+
+
+def _remove_process_temp_directory(pid: int) -> None:
+    if pid == os.getpid():  # not in a forked child, whose parent still runs
+        shutil.rmtree(process_temp_directory(), ignore_errors=True)
+
+
+def _remove_temp_directories_of_gone_processes() -> None:
+    root = tempfile.gettempdir()
+    with contextlib.suppress(OSError):
+        for name in os.listdir(root):
+            digits = name[len(_PROCESS_TEMP_PREFIX) :]
+            if not name.startswith(_PROCESS_TEMP_PREFIX) or not digits.isdigit():
+                continue
+            pid = int(digits)
+            if pid == os.getpid() or not _process_is_gone(pid):
+                continue
+            path = os.path.join(root, name)
+            if (
+                os.path.isdir(path)
+                and not os.path.islink(path)
+                and os.stat(path).st_uid == os.getuid()
+            ):
+                shutil.rmtree(path, ignore_errors=True)
+                _LOGGER.info(
+                    "removed %s: checkpoints of process %d, which no longer runs", path, pid
+                )
+
+
+def _process_is_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: only whether the process exists
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OverflowError):
+        return False
+    return False
 
 
 def default_checkpointer(group: str | None = None) -> CheckpointerBase:

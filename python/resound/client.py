@@ -34,8 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from resound import _batch_assembly, nest
+from resound import _batch_assembly, nest, specs
 from resound._checks import as_updates, check_count, check_priority, check_timeout
+from resound._operation_names import names_operation, renamed_calls, renamed_iteration
 from resound._samples import sample_generator
 from resound._transport import factory
 from resound._transport.closed import ClosedTransport
@@ -49,7 +50,7 @@ from resound.vector_writer import VectorWriter
 
 if TYPE_CHECKING:
     from resound._table_host import TableHost
-    from resound._transport.protocol import Take, Transport
+    from resound._transport.protocol import TableMeta, Take, Transport
     from resound.structured_writer import Config, StructuredWriter
     from resound.table_info import TableInfo
 
@@ -128,6 +129,10 @@ class Client:
         client._random = _random_source()
         return client
 
+    def _error_addresses(self) -> list[str]:
+        """The servers of this client, for messages (see _operation_names)."""
+        return self._transport.addresses
+
     @property
     def server_address(self) -> str:
         """The address as given (several servers: joined by commas)."""
@@ -181,6 +186,7 @@ class Client:
 
     # --- writing
 
+    @names_operation("insert")
     def insert(
         self, data: Any, priorities: Mapping[str, float], *, timeout: float | None = None
     ) -> None:
@@ -197,12 +203,16 @@ class Client:
         timeout = check_timeout(timeout)
         # All of one call goes to one server (with several, the servers in turn).
         transport = self._transport.one_server(priorities, timeout)
+        metas = []
         for table, priority in priorities.items():
             meta = transport.table_info_for_writer(table, timeout)
             check_priority(priority, meta.prioritized, table)
+            metas.append(meta)
         leaves = nest.flatten(data)
         if not leaves:
             raise ValueError("data must hold at least one value")
+        for meta in metas:
+            _check_insert_signature(meta, leaves)
         draw = self._random.getrandbits
         chunks = []
         columns = []
@@ -330,6 +340,7 @@ class Client:
 
     # --- sampling
 
+    @names_operation("sample")
     def sample(
         self,
         table: str,
@@ -352,7 +363,9 @@ class Client:
         timeout = check_timeout(timeout)
         take = self._taker(table, flexible=True)
         signature = self._signature(table) if unpack_as_table_signature else None
-        return sample_generator(take, num_samples, emit_timesteps, signature, timeout)
+        return renamed_iteration(
+            sample_generator(take, num_samples, emit_timesteps, signature, timeout), "sample", self
+        )
 
     def _taker(self, table: str, flexible: bool = False) -> Take:
         """``take(count, deadline, cancelled)``: sample batches from ``table``
@@ -362,6 +375,14 @@ class Client:
     def _signature(self, table: str) -> Any:
         return self._transport.signature(table)
 
+    def _batch_origin(self, call: str, table: str) -> _batch_assembly.Origin:
+        def fields() -> list[str] | None:
+            signature = self._signature(table)
+            return None if signature is None else specs.field_labels(signature)
+
+        return _batch_assembly.Origin(call, table, fields)
+
+    @names_operation("sample_batch")
     def sample_batch(
         self,
         table: str,
@@ -388,7 +409,8 @@ class Client:
         take = self._taker(table)
         signature = self._signature(table) if unpack_as_table_signature else None
         deadline = None if timeout is None else time.monotonic() + timeout
-        return _batch_assembly.batch_sample(take(batch_size, deadline, None), signature)
+        origin = self._batch_origin("sample_batch", table)
+        return _batch_assembly.batch_sample(take(batch_size, deadline, None), signature, origin)
 
     def sample_batches(
         self,
@@ -443,9 +465,11 @@ class Client:
             timeout=timeout,
             drop_remainder=drop_remainder,
             signature=signature,
+            origin=self._batch_origin("sample_batches", table),
         )
         return BatchIterator(
-            filler.produce,
+            # On the prefetch thread: its errors name sample_batches there.
+            renamed_calls(filler.produce, "sample_batches", self),
             num_batches=num_batches,
             prefetch=prefetch,
             held=filler.held,
@@ -454,6 +478,7 @@ class Client:
 
     # --- managing
 
+    @names_operation("mutate_priorities")
     def mutate_priorities(
         self,
         table: str,
@@ -482,11 +507,13 @@ class Client:
         """``mutate_priorities(table, updates=updates)``."""
         self.mutate_priorities(table, updates)
 
+    @names_operation("reset")
     def reset(self, table: str) -> None:
         """Removes every item of ``table`` and zeroes its rate limiter
         counters (on every server; ConnectionError names any not reached)."""
         self._transport.reset(table)
 
+    @names_operation("server_info")
     def server_info(self, timeout: float | None = None) -> dict[str, TableInfo]:
         """TableInfo of every table by name (``timeout`` in seconds). With
         several servers, each table summed over those that answer (sizes,
@@ -494,6 +521,7 @@ class Client:
         timeout = check_timeout(timeout)
         return self._transport.server_info(timeout)
 
+    @names_operation("server_infos")
     def server_infos(self, timeout: float | None = None) -> dict[str, dict[str, TableInfo]]:
         """``server_info`` of each server, by address (servers that do not
         answer are left out; ConnectionError if none does).
@@ -505,6 +533,7 @@ class Client:
         timeout = check_timeout(timeout)
         return self._transport.server_infos(timeout)
 
+    @names_operation("checkpoint")
     def checkpoint(self) -> str | dict[str, str]:
         """Has the server write a checkpoint of all its tables (see
         resound.checkpointers); returns the checkpoint's directory (holding
@@ -515,6 +544,38 @@ class Client:
         (ConnectionError naming any server not reached).
         """
         return self._transport.checkpoint()
+
+
+def _check_insert_signature(meta: TableMeta, leaves: list[Any]) -> None:
+    """Raises ValueError naming the field unless ``leaves`` (one step, which
+    ``insert`` stores with a time axis of length 1) match ``meta``'s
+    signature, as the table's own check would (it runs too, on the server)."""
+    expected = meta.flat_signature
+    if expected is None:
+        return
+    if len(leaves) != len(expected):
+        raise ValueError(
+            f"table {meta.name!r}: the data has {len(leaves)} fields but the signature has "
+            f"{len(expected)} ({', '.join(specs.field_labels(meta.signature))})"
+        )
+    for index, (leaf, spec) in enumerate(zip(leaves, expected, strict=True)):
+        if leaf is None:
+            continue  # refused below, naming the value
+        array = _as_array(leaf)
+        with_axis = (1, *array.shape)
+        shape_ok = specs.shapes_compatible(spec.shape, with_axis) or specs.shapes_compatible(
+            spec.shape, array.shape
+        )
+        if specs.dtypes_match(spec.dtype, array.dtype) and shape_ok:
+            continue
+        label = specs.field_labels(meta.signature)[index]
+        message = specs.mismatch_text(meta.name, label, array.dtype, with_axis, spec)
+        if not shape_ok:
+            message += (
+                f" (insert() adds a time axis of length 1: the value given is "
+                f"{specs.shape_text(array.shape)}, and the signature may have that axis or not)"
+            )
+        raise ValueError(message)
 
 
 def _client(

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from resound import nest, specs
+from resound._operation_names import names_operation
 from resound.errors import CancelledError
 from resound.table_info import TableInfo
 from resound.trajectory_writer import TrajectoryWriter
@@ -174,8 +175,13 @@ class Writer:
             f"closed: {self._closed}"
         )
 
+    def _error_addresses(self) -> list[str]:
+        """The servers this writer writes to, for messages (see _operation_names)."""
+        return self._writer._error_addresses()
+
     # --- writing
 
+    @names_operation("Writer.append")
     def append(self, data: Any) -> None:
         """Adds one timestep: ``data``'s leaves, one per column.
 
@@ -188,6 +194,7 @@ class Writer:
         """
         self._append_step(self._checked_step(nest.flatten(data)))
 
+    @names_operation("Writer.append_sequence")
     def append_sequence(self, sequence: Any) -> None:
         """Adds ``T`` timesteps at once: every leaf of ``sequence`` is
         ``[T, ...]`` and step ``t`` is made of the leaves' rows ``t``, as
@@ -261,6 +268,7 @@ class Writer:
             self._items_on_open_chunk = 0
             self._bound_in_flight()
 
+    @names_operation("Writer.create_item")
     def create_item(self, table: str, num_timesteps: int, priority: float) -> None:
         """Creates an item of the last ``num_timesteps`` steps in ``table``.
 
@@ -302,12 +310,14 @@ class Writer:
         else:
             self._bound_in_flight()
 
+    @names_operation("Writer.flush")
     def flush(self) -> None:
         """Sends every waiting item (completing the chunk still filling if
         one needs it) and waits until the server has them."""
         self._check_open("Flush")
         self._flush()
 
+    @names_operation("Writer.close")
     def close(self, retry_on_unavailable: bool = True) -> None:
         """Sends what waits, waits for the server to confirm it, and closes
         the writer. ValueError if it was closed already. With
@@ -374,12 +384,11 @@ class Writer:
             # One step may also match the signature without its time axis.
             step = num_timesteps == 1 and specs.shapes_compatible(spec.shape, shape)
             if not specs.dtypes_match(spec.dtype, dtype) or not (whole or step):
+                label = specs.field_labels(signature)[index]
+                item_shape = (num_timesteps, *shape)
                 raise ValueError(
-                    f"Unable to CreateItem in table '{table}' because Append was called with a "
-                    f"tensor signature inconsistent with the table signature. Flattened index "
-                    f"{index} has steps of dtype {dtype} and shape {list(shape)} (the item: "
-                    f"{[num_timesteps, *shape]}), but the table expects tensor '{spec.name}' of "
-                    f"dtype {spec.dtype} and shape compatible with {_shape_text(spec.shape)}."
+                    specs.mismatch_text(table, label, dtype, item_shape, spec)
+                    + f" (the item's {num_timesteps} appended steps, each {_shape_text(shape)})"
                 )
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import time
 import weakref
@@ -43,9 +44,14 @@ from resound._service.response_budget import (
 from resound._transport import local_servers
 from resound._transport.malloc_thresholds import keep_message_buffers_warm
 from resound._wire.channel_options import CHANNEL_OPTIONS, MAX_MESSAGE_BYTES, server_keepalive
-from resound.checkpointers import CheckpointerBase, default_checkpointer
+from resound.checkpointers import (
+    CheckpointerBase,
+    DefaultCheckpointer,
+    ServerTempCheckpointer,
+    checkpoint_file,
+)
 from resound.client import Client
-from resound.errors import NotFoundError
+from resound.errors import CancelledError, NotFoundError
 from resound.table import Table
 from resound.tls import ServerTls
 
@@ -103,7 +109,10 @@ class Server:
       checkpointer: a checkpointer (resound.checkpointers): the server
         restores its newest checkpoint at start, before serving, and writes
         checkpoints there when asked (``Client.checkpoint``). None: nothing
-        is restored, and checkpoints go to a new temporary directory.
+        is restored, and checkpoints go to
+        ``<tempfile.gettempdir()>/resound-checkpoints-pid<pid>/server-<n>``
+        (only the newest is kept; the directory is removed when the server
+        stops, see ``checkpointers.ServerTempCheckpointer``).
       listen: False for the embedded mode (no socket, in-process clients only).
       host: the interface to serve on; the default (loopback) admits only
         this machine. ``'0.0.0.0'`` or ``'::'`` serves every interface.
@@ -248,11 +257,20 @@ class Server:
         )
         self._tables = {table.name: table for table in tables}
         self._checkpointer = checkpointer
+        self._temp_checkpointer: ServerTempCheckpointer | None = None
         self._checkpoint_lock = threading.Lock()
+        # The newest checkpoint written and each table's changes it holds
+        # (see checkpoint(skip_unchanged=True)).
+        self._last_checkpoint: tuple[str, dict[str, tuple[int, int]]] | None = None
         if checkpointer is not None:
             # Before any client can reach the tables.
             started = time.perf_counter()
             restored = checkpointer.load_latest(tables)
+            own = isinstance(checkpointer, DefaultCheckpointer) and checkpointer.checkpoints()
+            if own and restored in own:
+                # The tables hold what that checkpoint does: nothing to write
+                # until they change (a fallback elsewhere is no checkpoint here).
+                self._last_checkpoint = (restored, self._change_counts())
             if restored is not None:
                 _LOGGER.info(
                     "restored %s: %s in %.1f s",
@@ -386,23 +404,74 @@ class Server:
                 f"{', '.join(sorted(self._tables))}."
             ) from None
 
-    def checkpoint(self) -> str:
-        """Writes a checkpoint of every table with the server's checkpointer
-        (a temporary directory's if it has none); returns the checkpoint's
-        directory (holding its file), as Reverb does."""
+    def checkpoint(self, *, skip_unchanged: bool = False) -> str:
+        """Writes a checkpoint of every table with the server's checkpointer;
+        returns the checkpoint's directory (holding its file), as Reverb does.
+
+        With ``skip_unchanged`` (what ``resound-server --checkpoint-every``
+        and ``--checkpoint-on-stop`` use), nothing is written if no table
+        changed since the newest checkpoint this server wrote and that
+        checkpoint still exists (or the one it restored at start from its
+        checkpointer's directory): its directory is returned, and the skip is
+        logged. A table changes with every insert, deletion, sample (which
+        counts times_sampled), priority update and reset, so a restore from
+        the returned checkpoint gives the same state as a new one would. A
+        checkpoint is one file holding every table, so when any table
+        changed all are written again (the log names the unchanged ones).
+
+        A server without a checkpointer writes into one directory of its own,
+        ``<tempfile.gettempdir()>/resound-checkpoints-pid<pid>/server-<n>``,
+        keeping only the newest checkpoint, and removes it when it stops (or
+        the process exits): copy a checkpoint elsewhere to keep it.
+
+        Example:
+            >>> import resound
+            >>> server = resound.Server([resound.Table.queue('q', 10)], listen=False)
+            >>> first = server.checkpoint()
+            >>> server.checkpoint(skip_unchanged=True) == first
+            True
+            >>> server.stop()
+        """
+        if not isinstance(skip_unchanged, bool):
+            raise ValueError(f"skip_unchanged must be True or False, got {skip_unchanged!r}")
         with self._checkpoint_lock:
+            if self._stopped.is_set() and self._checkpointer in (None, self._temp_checkpointer):
+                # Its directory went when it stopped.
+                raise CancelledError("checkpoint: the server stopped (and has no checkpointer)")
             if self._checkpointer is None:
-                self._checkpointer = default_checkpointer()
+                self._checkpointer = self._temp_checkpointer = ServerTempCheckpointer()
             checkpointer = self._checkpointer
+            last = self._last_checkpoint
+        # Read before the save: a change while it runs counts as after it.
+        changes = self._change_counts()
+        unchanged = [] if last is None else [n for n, c in changes.items() if last[1].get(n) == c]
+        if (
+            skip_unchanged
+            and last is not None
+            and len(unchanged) == len(changes)
+            and os.path.exists(checkpoint_file(last[0]))
+        ):
+            _LOGGER.info("checkpoint skipped: no table changed since %s", last[0])
+            return last[0]
         started = time.perf_counter()
         path = checkpointer.save(list(self._tables.values()))
+        with self._checkpoint_lock:
+            self._last_checkpoint = (path, changes)
         _LOGGER.info(
-            "checkpoint written: %s (%s, %.1f s)",
+            "checkpoint written: %s (%s, %.1f s)%s",
             path,
             self._contents(),
             time.perf_counter() - started,
+            f"; unchanged since the last: {', '.join(unchanged)}" if unchanged else "",
         )
         return path
+
+    def _change_counts(self) -> dict[str, tuple[int, int]]:
+        """Each table's (core table, num_changes): equal, an equal checkpoint."""
+        return {
+            name: (id(table._core), table._core.info().num_changes)
+            for name, table in self._tables.items()
+        }
 
     def in_process_client(self) -> Client:
         """A client that calls this server's tables directly (no socket)."""
@@ -442,6 +511,10 @@ class Server:
                 self._metrics.stop()
             else:  # its stop waits for its thread, which may be this one
                 threading.Thread(target=self._metrics.stop, daemon=True).start()
+        if wait:  # (a finalizer's stop leaves the directory to the process's exit)
+            with self._checkpoint_lock:
+                if self._temp_checkpointer is not None:
+                    self._temp_checkpointer.remove()
         if wait:  # not from a finalizer, which may run anywhere
             _LOGGER.info("stopped after %.0f s", time.monotonic() - self._started)
 

@@ -156,7 +156,8 @@ def _run(args: argparse.Namespace, settings: ServerSettings) -> int:
 
     def checkpoint(why: str) -> None:
         try:
-            server.checkpoint()  # which logs what it wrote
+            # Which logs what it wrote, or that nothing changed since the last.
+            server.checkpoint(skip_unchanged=True)
         except (ValueError, RuntimeError, OSError) as error:  # logged; serving goes on
             _log.error("checkpoint (%s) failed: %s", why, error)
 

@@ -195,6 +195,70 @@ def flat_signature(signature: Any) -> list[TensorSpec]:
     return specs
 
 
+def field_label(path: tuple[Any, ...], spec: TensorSpec | None = None) -> str:
+    """How messages name a signature field: by its path in the nest, or by
+    the spec's name when the signature is a single spec.
+
+    Example:
+        >>> field_label(('obs', 'pixels'))
+        "field ('obs', 'pixels')"
+        >>> field_label((), TensorSpec([4], np.float32, 'obs'))
+        "field 'obs'"
+        >>> field_label(())
+        'the value'
+    """
+    if path:
+        return f"field {tuple(path)!r}"
+    if spec is not None and spec.name:
+        return f"field {spec.name!r}"
+    return "the value"
+
+
+def field_labels(signature: Any) -> list[str]:
+    """``field_label`` of each leaf of ``signature``, in flattened order."""
+    return [
+        field_label(tuple(path), TensorSpec.from_spec(leaf))
+        for path, leaf in nest.flatten_with_path(signature)
+    ]
+
+
+def dtype_name(dtype: Any) -> str:
+    """numpy's name of a dtype, strings by kind (widths never matter).
+
+    Example:
+        >>> dtype_name('<f8'), dtype_name(np.dtype('<U7')), dtype_name(bool)
+        ('float64', 'str', 'bool')
+    """
+    dtype = np.dtype(dtype)
+    if dtype.kind == "U":
+        return "str"
+    if dtype.kind == "S":
+        return "bytes"
+    return dtype.name
+
+
+def shape_text(shape: Any) -> str:
+    """A shape as messages spell it: ``[?, 4]`` (``?``: any size)."""
+    if shape is None:
+        return "<any shape>"
+    return "[" + ", ".join("?" if size is None or size < 0 else str(size) for size in shape) + "]"
+
+
+def mismatch_text(table: str, label: str, dtype: Any, shape: Any, spec: TensorSpec) -> str:
+    """The message for a value that does not match its signature field, the
+    same from every writer, ``insert`` and the core's own check.
+
+    Example:
+        >>> spec = TensorSpec([4], np.float32)
+        >>> mismatch_text('replay', "field ('obs',)", np.float64, (1, 4), spec)
+        "table 'replay': field ('obs',) is float64 [1, 4] but the signature expects float32 [4]"
+    """
+    return (
+        f"table {table!r}: {label} is {dtype_name(dtype)} {shape_text(shape)} but the "
+        f"signature expects {dtype_name(spec.dtype)} {shape_text(spec.shape)}"
+    )
+
+
 # --- A versioned JSON encoding, so signatures travel and persist without pickle.
 
 _FORMAT = "resound.signature/1"

@@ -163,7 +163,12 @@ class Table:
             _CHUNK_STORE,
             None
             if self._flat_signature is None
-            else [(spec.dtype.str, spec.shape) for spec in self._flat_signature],
+            else [
+                (spec.dtype.str, spec.shape, label)
+                for spec, label in zip(
+                    self._flat_signature, specs.field_labels(signature), strict=True
+                )
+            ],
             0 if max_bytes is None else int(max_bytes),
         )
         # Last, so that a construction that fails leaves the objects unbound.

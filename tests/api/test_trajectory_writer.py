@@ -844,23 +844,24 @@ SIGNATURE = {"obs": TensorSpec((2, 3), np.float32), "step": TensorSpec((), np.in
     [
         (
             lambda h: {"obs": h["obs"][-2:]},
-            "The trajectory has 1 columns but the table signature has 2 columns.",
+            "Unable to create item in table 'q': the trajectory has 1 fields but the table "
+            "signature has 2 (field ('obs',), field ('step',)).",
         ),
         (
             lambda h: {"obs": h["obs"][-2:], "step": h["step"][-1], "x": h["step"][-1]},
-            "The trajectory has 3 columns but the table signature has 2 columns.",
+            "the trajectory has 3 fields but the table signature has 2",
         ),
         (
             lambda h: {"obs": h["obs"][-3:], "step": h["step"][-1]},
-            "The table expects column 0 to be a float32 [2, 3] tensor but got a float32 [3, 3]",
+            "table 'q': field ('obs',) is float32 [3, 3] but the signature expects float32 [2, 3]",
         ),
         (
             lambda h: {"obs": h["obs"][-2:], "step": h["step"][-2:]},
-            "The table expects column 1 to be a int64 [] tensor but got a int64 [2] tensor.",
+            "table 'q': field ('step',) is int64 [2] but the signature expects int64 []",
         ),
         (
             lambda h: {"obs": h["obs"][-2:], "step": h["obs"][-1]},
-            "The table expects column 1 to be a int64 [] tensor but got a float32 [3] tensor.",
+            "table 'q': field ('step',) is float32 [3] but the signature expects int64 []",
         ),
     ],
     ids=["too-few", "too-many", "shape", "unsqueezed", "dtype"],

@@ -33,6 +33,7 @@ import logging
 import threading
 import time
 
+from resound._wire.operation import public_name
 from resound._wire.timeouts import finite_timeout
 from resound.errors import DeadlineExceededError
 
@@ -97,7 +98,7 @@ class Outage:
         _LOGGER.warning(
             "%s: waiting for the server at %s, not reachable for %.0f s (last error: %s); "
             "is the address right and the server started?",
-            what,
+            public_name(what),
             self.address,
             now - self.started,
             self.last_error,

@@ -10,9 +10,11 @@ The client's transports (resound._transport) and the server's service
   exception) and which status an exception ends a server's call with;
 * ``channel_options``: the message size limit and channel options of both
   ends;
-* ``timeouts``: how both ends read a timeout (past a year: forever).
+* ``timeouts``: how both ends read a timeout (past a year: forever);
+* ``operation``: the public operation a thread runs, for the words of
+  client warnings.
 
 Only ``status`` and ``message_codec`` import grpc or protobuf;
-``channel_options`` and ``timeouts`` are plain constants, so the public API
+``channel_options``, ``timeouts`` and ``operation`` are plain Python, so the public API
 (``Server``'s argument checks, writers) can read them without loading gRPC.
 """

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from resound import nest
+from resound._operation_names import names_operation
 from resound.errors import DeadlineExceededError, ReverbError
 from resound.structured_writer._config import Config
 from resound.structured_writer._plans import (
@@ -104,6 +105,10 @@ class StructuredWriter:
 
     # -- public API ---------------------------------------------------------
 
+    def _error_addresses(self) -> list[str]:
+        """The servers this writer writes to, for messages (see _operation_names)."""
+        return self._writer._error_addresses()
+
     @property
     def step_is_open(self) -> bool:
         """True if the most recent ``append`` was partial (``partial_step=True``)."""
@@ -114,6 +119,7 @@ class StructuredWriter:
         """The configs this writer applies."""
         return list(self._configs)
 
+    @names_operation("StructuredWriter.append")
     def append(self, data: Any, *, partial_step: bool = False) -> None:
         """Appends a step (or part of one) and inserts the items that are due.
 
@@ -187,6 +193,7 @@ class StructuredWriter:
         self._step_is_open = partial_step
         self._apply_configs(False)
 
+    @names_operation("StructuredWriter.flush")
     def flush(self, block_until_num_items: int = 0, timeout_ms: int | None = None) -> None:
         """Waits until at most ``block_until_num_items`` items are unconfirmed.
 
@@ -199,6 +206,7 @@ class StructuredWriter:
             raise ValueError(f"block_until_num_items must be >= 0, got {block_until_num_items}")
         self._writer.flush(block_until_num_items, timeout_ms=timeout_ms)
 
+    @names_operation("StructuredWriter.end_episode")
     def end_episode(self, clear_buffers: bool = True, timeout_ms: int | None = None) -> None:
         """Inserts the end-of-episode items, flushes and starts a new episode.
 
@@ -235,6 +243,7 @@ class StructuredWriter:
         self._next_step = 0
         self._step_is_open = False
 
+    @names_operation("StructuredWriter.close")
     def close(self) -> None:
         """Closes the underlying writer without flushing (pending items are dropped)."""
         self._writer.close()

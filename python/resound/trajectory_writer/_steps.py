@@ -45,7 +45,7 @@ class _StepAppender:
 
     if TYPE_CHECKING:  # defined by TrajectoryWriter
 
-        def _check_usable(self) -> None: ...
+        def _check_usable(self, operation: str | None = None) -> None: ...
 
     def append(self, data: Any, *, partial_step: bool = False) -> Any:
         """Appends a step (or part of one, with ``partial_step=True``).
@@ -73,7 +73,7 @@ which is incompatible with [2].
             (1, 1)
         """
         if self._closed or self._error is not None:
-            self._check_usable()
+            self._check_usable("TrajectoryWriter.append")
         step = self._episode_step
         fast_keys = self._fast_keys
         if type(data) is dict and fast_keys is not None and tuple(data) == fast_keys:

@@ -10,7 +10,6 @@ import numpy as np
 
 from resound import specs
 from resound._checks import as_priority
-from resound.trajectory_writer._values import _dtype_name, _shape_text
 
 if TYPE_CHECKING:
     from resound.trajectory_writer._references import TrajectoryColumn
@@ -66,9 +65,9 @@ class _ItemChecks:
         expected = meta.flat_signature
         if len(leaves) != len(expected):
             raise ValueError(
-                f"Unable to create item in table '{table}' since the provided trajectory is "
-                f"inconsistent with the table signature. The trajectory has {len(leaves)} "
-                f"columns but the table signature has {len(expected)} columns."
+                f"Unable to create item in table {table!r}: the trajectory has {len(leaves)} "
+                f"fields but the table signature has {len(expected)} "
+                f"({', '.join(specs.field_labels(meta.signature))})."
             )
         for index, (column, spec) in enumerate(zip(leaves, expected, strict=False)):
             shape = column.shape
@@ -76,12 +75,8 @@ class _ItemChecks:
                 specs.dtypes_match(spec.dtype, column.dtype)
                 and specs.shapes_compatible(spec.shape, shape)
             ):
-                raise ValueError(
-                    f"Unable to create item in table '{table}' since the provided trajectory is "
-                    f"inconsistent with the table signature. The table expects column {index} "
-                    f"to be a {_dtype_name(spec.dtype)} {_shape_text(spec.shape)} tensor but "
-                    f"got a {_dtype_name(column.dtype)} {_shape_text(shape)} tensor."
-                )
+                label = specs.field_labels(meta.signature)[index]
+                raise ValueError(specs.mismatch_text(table, label, column.dtype, shape, spec))
 
 
 def _check_positive(value: Any, name: str) -> int:

@@ -14,6 +14,7 @@ import weakref
 from typing import Any
 
 from resound import _codec, nest
+from resound._operation_names import names_operation, rename
 from resound.errors import DeadlineExceededError, ReverbError
 from resound.trajectory_writer._columns import _Chunk, _Column
 from resound.trajectory_writer._references import (
@@ -109,6 +110,10 @@ class TrajectoryWriter(_StepAppender, _SendQueue, _ItemChecks):
 
     # --- properties
 
+    def _error_addresses(self) -> list[str]:
+        """The servers this writer writes to, for messages (see _operation_names)."""
+        return list(self._transport.addresses)
+
     @property
     def history(self) -> Any:
         """The appended structure with a column history at each leaf."""
@@ -158,6 +163,7 @@ class TrajectoryWriter(_StepAppender, _SendQueue, _ItemChecks):
         if configured is not None:
             configured.reconfigure(keep_alive, chunk_length)
 
+    @names_operation("TrajectoryWriter.create_item")
     def create_item(self, table: str, priority: float, trajectory: Any) -> None:
         """Queues an item of ``trajectory`` (a structure of TrajectoryColumn) for
         ``table``. Never blocks; see :meth:`flush`."""
@@ -247,6 +253,7 @@ class TrajectoryWriter(_StepAppender, _SendQueue, _ItemChecks):
         if complete and len(pending) == 1:
             self._send_now()
 
+    @names_operation("TrajectoryWriter.flush")
     def flush(self, block_until_num_items: int = 0, timeout_ms: int | None = None) -> None:
         """Completes chunks of all but the last ``block_until_num_items`` waiting
         items and waits until at most that many wait.
@@ -264,6 +271,7 @@ class TrajectoryWriter(_StepAppender, _SendQueue, _ItemChecks):
         self._wait_until(block_until_num_items, timeout_ms, "Flush")
         self._wait_for_link(block_until_num_items, timeout_ms, "Flush")
 
+    @names_operation("TrajectoryWriter.end_episode")
     def end_episode(self, clear_buffers: bool = True, timeout_ms: int | None = None) -> None:
         """Flushes every item, then starts a new episode.
 
@@ -312,6 +320,7 @@ class TrajectoryWriter(_StepAppender, _SendQueue, _ItemChecks):
         self._episode_steps = 0
         self._step_open = False
 
+    @names_operation("TrajectoryWriter.close")
     def close(self) -> None:
         """Stops the writer without flushing: waiting items are dropped. Idempotent."""
         self._close(wait_for_sender=True)
@@ -366,8 +375,12 @@ class TrajectoryWriter(_StepAppender, _SendQueue, _ItemChecks):
 
     # --- internals
 
-    def _check_usable(self) -> None:
+    def _check_usable(self, operation: str | None = None) -> None:
+        """Raises if the writer is closed or failed; the failure names
+        ``operation`` (a public method not wrapped by names_operation)."""
         if self._closed:
             raise RuntimeError("TrajectoryWriter::Close has been called.")
         if self._error is not None:
+            if operation is not None:
+                rename(self._error, operation, self._error_addresses())
             raise self._error
