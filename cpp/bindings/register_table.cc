@@ -370,7 +370,14 @@ them, items in order) whose chunks are live in `store`.)doc");
       .def_property_readonly("rate_limiter", [](const TableInfo& i) { return RateLimiterInfoDict(i.rate_limiter); })
       .def_readonly("closed", &TableInfo::closed);
 
+  py::class_<PriorityHistogram>(m, "PriorityHistogram",
+                                "Item counts in equal priority bins between min and max (no bins: empty table).")
+      .def_readonly("min", &PriorityHistogram::min)
+      .def_readonly("max", &PriorityHistogram::max)
+      .def_readonly("counts", &PriorityHistogram::counts);
+
   m.attr("MAX_SAMPLES_PER_CALL") = Table::kMaxSamplesPerCall;
+  m.attr("MAX_HISTOGRAM_BINS") = Table::kMaxHistogramBins;
   m.attr("WAKE_INSERTS") = WakeSignal::kInserts;
   m.attr("WAKE_SAMPLES") = WakeSignal::kSamples;
 
@@ -586,6 +593,9 @@ terms: "table 't' has 0 items; MinSize(1) needs 1 before sampling".)doc")
       .def("can_sample", &Table::CanSample, py::arg("n") = 1, py::call_guard<py::gil_scoped_release>())
       .def("__len__", &Table::size, py::call_guard<py::gil_scoped_release>())
       .def("info", &Table::Info, py::call_guard<py::gil_scoped_release>())
+      .def("priority_histogram", &Table::HistogramOfPriorities, py::arg("bins"),
+           py::call_guard<py::gil_scoped_release>(),
+           "The items' priorities in `bins` (1..MAX_HISTOGRAM_BINS) equal bins between the lowest and highest.")
       .def("snapshot", &Table::Snapshot, py::call_guard<py::gil_scoped_release>(),
            "Every item (key, priority, times_sampled, inserted_at, trajectory, chunks) in insertion order.")
       .def("__repr__", [](const Table& t) {

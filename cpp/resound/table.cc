@@ -410,6 +410,52 @@ TableInfo Table::Info() const {
   return info;
 }
 
+PriorityHistogram Table::HistogramOfPriorities(int32_t bins) const {
+  if (bins < 1 || bins > kMaxHistogramBins) {
+    throw InvalidArgumentError("bins must be an integer in [1, " + std::to_string(kMaxHistogramBins) + "], got " +
+                               std::to_string(bins));
+  }
+  // The table's entries are the one place every item's raw priority sits
+  // (selectors keep weights, ranks or nothing). Under the lock the
+  // priorities are only copied, in one sequential pass that also finds the
+  // range; the binning runs after the lock is released. The buffer is
+  // allocated before the lock, with room for what arrives meanwhile.
+  std::vector<double> priorities;
+  priorities.reserve(static_cast<size_t>(size()) + 1024);
+  PriorityHistogram histogram;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (entries_.empty()) return histogram;
+    double low = entries_.front().priority;
+    double high = low;
+    for (const Entry& entry : entries_) {
+      priorities.push_back(entry.priority);
+      low = std::min(low, entry.priority);
+      high = std::max(high, entry.priority);
+    }
+    histogram.min = low;
+    histogram.max = high;
+  }
+  if (histogram.min == histogram.max) {
+    histogram.counts.assign(1, static_cast<int64_t>(priorities.size()));
+    return histogram;
+  }
+  histogram.counts.assign(static_cast<size_t>(bins), 0);
+  // Halved so that max - min cannot overflow for priorities of opposite
+  // signs near the limits of a double.
+  const double half_low = histogram.min / 2;
+  const double scale = bins / (histogram.max / 2 - half_low);
+  const double last = bins - 1;
+  for (const double priority : priorities) {
+    // Clamped as a double before the conversion: max lands at `bins`, and a
+    // range of denormals can make `scale` infinite (and a position NaN).
+    double position = (priority / 2 - half_low) * scale;
+    position = position >= 0 ? std::min(position, last) : 0;
+    ++histogram.counts[static_cast<size_t>(position)];
+  }
+  return histogram;
+}
+
 std::vector<ItemSnapshot> Table::Snapshot() const {
   std::vector<std::pair<uint64_t, ItemSnapshot>> ordered;
   {

@@ -38,6 +38,9 @@ class Table {
  public:
   // Upper bound on the samples one Sample() call returns.
   static constexpr int64_t kMaxSamplesPerCall = int64_t{1} << 16;
+  // Upper bound on PriorityHistogram's bins: more is no longer a picture
+  // and only costs memory and bytes on the wire.
+  static constexpr int32_t kMaxHistogramBins = 1000;
 
   // Validates `config` (InvalidArgumentError). Items resolve their chunk keys
   // through `store`, which several tables may share.
@@ -124,6 +127,10 @@ class Table {
 
   int64_t size() const;
   TableInfo Info() const;
+  // The items' priorities in `bins` equal bins between the lowest and the
+  // highest (see PriorityHistogram). InvalidArgumentError unless
+  // 1 <= bins <= kMaxHistogramBins.
+  PriorityHistogram HistogramOfPriorities(int32_t bins) const;
   // References to every item in insertion order, taken under the lock; the
   // copying of the list happens after it is released.
   std::vector<ItemSnapshot> Snapshot() const;

@@ -95,6 +95,16 @@ struct MutateResult {
   int64_t num_deleted = 0;  // keys that were present and were removed
 };
 
+// How the priorities of a table's items spread: `counts[i]` items have a
+// priority in bin i of counts.size() equal bins spanning [min, max] (the
+// last bin includes max). All-equal priorities make one bin holding every
+// item; an empty table has no bins (and min = max = 0).
+struct PriorityHistogram {
+  double min = 0.0;
+  double max = 0.0;
+  std::vector<int64_t> counts;
+};
+
 struct TableInfo {
   std::string name;
   SelectorOptions sampler;

@@ -7,6 +7,9 @@ rate limiter and writes new priorities back. Everything runs in this process
 with no socket (``Server(..., listen=False)``). It prints a progress bar, or
 plain lines every few seconds when stdout is not a terminal, and a summary.
 
+``resound top ADDRESS`` (``python -m resound top ADDRESS``) is instead the
+live view of a running server's tables, as ``resound-server stats``.
+
 Example:
     $ python -m resound --seconds 5 --actors 2
 """
@@ -116,6 +119,12 @@ def _learner(
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["top"]:
+        # `resound top ADDRESS`: the live view of a server's tables.
+        from resound import stats_view
+
+        return stats_view.main(argv[1:], prog="resound top")
     args = _parse_args(argv)
     table = resound.Table(
         name=_TABLE,

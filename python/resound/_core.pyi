@@ -12,6 +12,7 @@ _Column = tuple[Sequence[_Slice], bool]  # (slices, squeeze)
 _Trajectory = Sequence[_Column]
 
 MAX_SAMPLES_PER_CALL: int
+MAX_HISTOGRAM_BINS: int
 # The sides of a table's wake signal (Table.arm_wake, take_wakes): bit flags.
 WAKE_INSERTS: int
 WAKE_SAMPLES: int
@@ -316,6 +317,14 @@ class TableInfo:
     @property
     def num_changes(self) -> int: ...
 
+class PriorityHistogram:
+    @property
+    def min(self) -> float: ...
+    @property
+    def max(self) -> float: ...
+    @property
+    def counts(self) -> list[int]: ...
+
 class Table:
     def __init__(
         self,
@@ -408,6 +417,7 @@ class Table:
     def can_sample(self, n: int = 1) -> bool: ...
     def __len__(self) -> int: ...
     def info(self) -> TableInfo: ...
+    def priority_histogram(self, bins: int) -> PriorityHistogram: ...
     def snapshot(self) -> list[ItemSnapshot]: ...
 
 # --- the gRPC wire (register_wire.cc)

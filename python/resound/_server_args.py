@@ -24,7 +24,8 @@ def command_parser() -> argparse.ArgumentParser:
         prog="resound-server",
         description="Serve resound replay tables over gRPC until SIGINT or SIGTERM. "
         "'resound-server inspect CHECKPOINT' prints what a checkpoint holds.",
-        epilog="Example config (TOML):\n\n" + EXAMPLE_CONFIG,
+        epilog="'resound-server stats ADDRESS' draws a running server's tables live "
+        "(see its --help).\n\nExample config (TOML):\n\n" + EXAMPLE_CONFIG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"resound-server {__version__}")

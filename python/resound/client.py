@@ -43,6 +43,7 @@ from resound._transport.closed import ClosedTransport
 from resound._transport.targets import parse_target
 from resound.batch_iterator import BatchFiller, BatchIterator
 from resound.legacy_writer import Writer, check_writer_arguments
+from resound.priority_histogram import PriorityHistogram, check_bins
 from resound.replay_sample import ReplaySample
 from resound.tls import ClientTls
 from resound.trajectory_writer import TrajectoryWriter, _as_array, _random_source
@@ -532,6 +533,40 @@ class Client:
         """
         timeout = check_timeout(timeout)
         return self._transport.server_infos(timeout)
+
+    @names_operation("priority_histogram")
+    def priority_histogram(
+        self, table: str, bins: int = 20, timeout: float | None = None
+    ) -> PriorityHistogram:
+        """How the priorities of ``table``'s items spread: their counts in
+        ``bins`` (1 to 1000) equal bins between the lowest and the highest
+        priority, counted by the server (only the counts travel). With
+        several servers, theirs merged: the range and the total are exact,
+        each item lands within one server bin of its own; see
+        ``priority_histograms`` for each server's.
+
+        Example:
+            >>> import resound
+            >>> server = resound.Server([resound.Table.queue('q', 10)])
+            >>> client = resound.Client(f'localhost:{server.port}')
+            >>> for priority in (1.0, 1.5, 4.0):
+            ...     client.insert([0], priorities={'q': priority})
+            >>> client.priority_histogram('q', bins=3)
+            PriorityHistogram(counts=(2, 0, 1), min_priority=1.0, max_priority=4.0)
+        """
+        bins = check_bins(bins)
+        timeout = check_timeout(timeout)
+        return self._transport.priority_histogram(table, bins, timeout)
+
+    @names_operation("priority_histograms")
+    def priority_histograms(
+        self, table: str, bins: int = 20, timeout: float | None = None
+    ) -> dict[str, PriorityHistogram]:
+        """``priority_histogram`` of each server, by address (servers that do
+        not answer are left out; ConnectionError if none does)."""
+        bins = check_bins(bins)
+        timeout = check_timeout(timeout)
+        return self._transport.priority_histograms(table, bins, timeout)
 
     @names_operation("checkpoint")
     def checkpoint(self) -> str | dict[str, str]:

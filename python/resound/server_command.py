@@ -87,6 +87,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["inspect"]:
         return inspect_main(argv[1:])
+    if argv[:1] == ["stats"]:
+        from resound import stats_view  # the live view, loaded only for it
+
+        return stats_view.main(argv[1:], prog="resound-server stats")
     args = command_parser().parse_args(argv)
     level = getattr(logging, args.log_level.upper())
     logging.basicConfig(level=level, format="%(asctime)s resound-server %(message)s")

@@ -29,6 +29,7 @@ from typing import Any
 
 from resound import _core, item_selectors, rate_limiters, specs
 from resound._checks import check_count
+from resound.priority_histogram import PriorityHistogram, check_bins
 from resound.table_info import TableInfo
 
 __all__ = ["Table", "shared_chunk_store"]
@@ -234,6 +235,18 @@ class Table:
     def info(self) -> TableInfo:
         """Live state and counters of the table."""
         return TableInfo.from_core(self._core.info(), self._signature)
+
+    def priority_histogram(self, bins: int = 20) -> PriorityHistogram:
+        """How the items' priorities spread, in ``bins`` (1 to 1000) equal
+        bins between the lowest and the highest (see
+        resound.priority_histogram).
+
+        Example:
+            >>> table = Table.queue('q', 10)
+            >>> table.priority_histogram(5)
+            PriorityHistogram(counts=(), min_priority=0.0, max_priority=0.0)
+        """
+        return PriorityHistogram.from_core(self._core.priority_histogram(check_bins(bins)))
 
     def can_sample(self, num_samples: int) -> bool:
         """Whether the rate limiter would allow ``num_samples`` samples now

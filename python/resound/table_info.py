@@ -124,10 +124,10 @@ def selector_from_options(options: Any) -> item_selectors.ItemSelector:
     )
 
 
-def _calls(completed: float) -> Any:
-    # ``completed`` is a count from the core's rate limiter dict, typed
-    # dict[str, float] for the float entries beside the counts.
-    return _messages().RateLimiterCallStats(completed=int(completed))
+def _calls(completed: float, pending: float = 0) -> Any:
+    # Counts from the core's rate limiter dict, typed dict[str, float] for
+    # the float entries beside the counts. ``pending``: calls waiting now.
+    return _messages().RateLimiterCallStats(completed=int(completed), pending=int(pending))
 
 
 def _table_worker_time() -> Any:
@@ -171,8 +171,8 @@ class TableInfo:
                 min_diff=limiter["min_diff"],
                 max_diff=limiter["max_diff"],
                 min_size_to_sample=int(limiter["min_size_to_sample"]),
-                insert_stats=_calls(limiter["inserts"]),
-                sample_stats=_calls(limiter["samples"]),
+                insert_stats=_calls(limiter["inserts"], limiter["waiting_inserts"]),
+                sample_stats=_calls(limiter["samples"], limiter["waiting_samples"]),
                 delete_stats=_calls(limiter["deletes"]),
                 blocked_inserts=int(limiter["blocked_inserts"]),
                 blocked_samples=int(limiter["blocked_samples"]),
@@ -195,7 +195,8 @@ class TableInfo:
 def combined(infos: list[TableInfo]) -> TableInfo:
     """One table's info summed over the servers that hold it (a client of
     several servers): sizes, counts, bytes and rate limiter call counts add
-    up; the options and signature are those of the first server.
+    up (and so do the calls waiting for the rate limiters); the options and
+    signature are those of the first server.
 
     Example:
         >>> import resound
@@ -213,9 +214,9 @@ def combined(infos: list[TableInfo]) -> TableInfo:
     limiter = _messages().RateLimiterInfo()
     limiter.CopyFrom(first.rate_limiter_info)
     for field in ("insert_stats", "sample_stats", "delete_stats"):
-        getattr(limiter, field).completed = sum(
-            getattr(info.rate_limiter_info, field).completed for info in infos
-        )
+        stats = getattr(limiter, field)
+        stats.completed = sum(getattr(info.rate_limiter_info, field).completed for info in infos)
+        stats.pending = sum(getattr(info.rate_limiter_info, field).pending for info in infos)
     for field in (
         "blocked_inserts",
         "blocked_samples",

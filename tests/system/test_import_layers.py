@@ -34,6 +34,7 @@ API = (
     "resound.legacy_writer",
     "resound.server",
     "resound.server_command",
+    "resound.stats_view",
     "resound.structured_writer",
     "resound.trajectory_writer",
 )
@@ -55,6 +56,7 @@ LEAVES = (
     "resound.errors",
     "resound.item_selectors",
     "resound.nest",
+    "resound.priority_histogram",
     "resound.rate_limiters",
     "resound.specs",
     "resound.table",

@@ -15,6 +15,7 @@ from resound import _core, wait_warnings
 from resound._transport.one_server import OneServerTransport
 from resound._transport.protocol import TableMeta
 from resound.errors import DeadlineExceededError
+from resound.priority_histogram import PriorityHistogram
 from resound.table import shared_chunk_store
 from resound.table_info import TableInfo
 
@@ -172,6 +173,19 @@ class EmbeddedTransport(OneServerTransport):
     def server_info(self, timeout: float | None) -> dict[str, TableInfo]:
         del timeout  # the tables are right here
         return {name: table.info for name, table in self._server.tables.items()}
+
+    def priority_histogram(self, table: str, bins: int, timeout: float | None) -> PriorityHistogram:
+        """The core table's own count, under its lock (without the GIL).
+
+        Example:
+            >>> import resound
+            >>> server = resound.Server([resound.Table.queue('q', 10)])
+            >>> server.in_process_client().insert([1], priorities={'q': 2.0})
+            >>> EmbeddedTransport(server).priority_histogram('q', 4, None)
+            PriorityHistogram(counts=(1,), min_priority=2.0, max_priority=2.0)
+        """
+        del timeout  # the table is right here
+        return PriorityHistogram.from_core(self._table(table)._core.priority_histogram(bins))
 
     def signature(self, table: str) -> Any:
         return self._table(table).signature

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from resound._transport.protocol import ServerTransport, TableMeta, Take, Transport
     from resound._transport.sample_stream import SampleStream
     from resound._transport.targets import Target
+    from resound.priority_histogram import PriorityHistogram
     from resound.table_info import TableInfo
     from resound.tls import ClientTls
 
@@ -165,6 +166,15 @@ class AddressTransport:
     def server_infos(self, timeout: float | None) -> dict[str, dict[str, TableInfo]]:
         # By the address as the client was given it.
         return {self._address: self.chosen().server_info(timeout)}
+
+    def priority_histogram(self, table: str, bins: int, timeout: float | None) -> PriorityHistogram:
+        return self.chosen().priority_histogram(table, bins, timeout)
+
+    def priority_histograms(
+        self, table: str, bins: int, timeout: float | None
+    ) -> dict[str, PriorityHistogram]:
+        # By the address as the client was given it.
+        return {self._address: self.chosen().priority_histogram(table, bins, timeout)}
 
     def checkpoint(self) -> str:
         return self.chosen().checkpoint()

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
     from resound._transport.protocol import Take
     from resound._transport.sample_stream import SampleStream
+    from resound.priority_histogram import PriorityHistogram
     from resound.table_info import TableInfo
 
 __all__ = ["OneServerTransport"]
@@ -35,7 +36,8 @@ _CANCEL_CHECK_SECONDS = 0.1
 
 class OneServerTransport:
     """The shared part of one server's transports (see the module doc).
-    Subclasses provide ``address``, ``sample`` and ``server_info``."""
+    Subclasses provide ``address``, ``sample``, ``server_info`` and
+    ``priority_histogram``."""
 
     if TYPE_CHECKING:
         # An attribute of the subclass or a property: read here only.
@@ -67,6 +69,14 @@ class OneServerTransport:
 
     def server_infos(self, timeout: float | None) -> dict[str, dict[str, TableInfo]]:
         return {self.address: self.server_info(timeout)}
+
+    def priority_histogram(self, table: str, bins: int, timeout: float | None) -> PriorityHistogram:
+        raise NotImplementedError
+
+    def priority_histograms(
+        self, table: str, bins: int, timeout: float | None
+    ) -> dict[str, PriorityHistogram]:
+        return {self.address: self.priority_histogram(table, bins, timeout)}
 
     def turn_for_copy(self) -> int | None:
         return None

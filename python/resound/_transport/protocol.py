@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from resound import _core
     from resound._transport.sample_stream import SampleStream
+    from resound.priority_histogram import PriorityHistogram
     from resound.specs import TensorSpec
     from resound.table_info import TableInfo
 
@@ -120,6 +121,18 @@ class Transport(Protocol):
 
     def server_infos(self, timeout: float | None) -> dict[str, dict[str, TableInfo]]:
         """``server_info`` of each server that answers, by address."""
+        ...
+
+    def priority_histogram(self, table: str, bins: int, timeout: float | None) -> PriorityHistogram:
+        """How ``table``'s priorities spread, in ``bins`` (checked) bins,
+        counted by the server (several servers: merged, see
+        resound.priority_histogram.merged)."""
+        ...
+
+    def priority_histograms(
+        self, table: str, bins: int, timeout: float | None
+    ) -> dict[str, PriorityHistogram]:
+        """``priority_histogram`` of each server that answers, by address."""
         ...
 
     def checkpoint(self) -> Any:

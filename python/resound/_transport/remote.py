@@ -49,6 +49,7 @@ from resound._wire.channel_options import CHANNEL_OPTIONS, client_keepalive
 from resound._wire.status import error_from_rpc, means_unreachable
 from resound._wire.timeouts import finite_timeout
 from resound.errors import DeadlineExceededError, NotFoundError
+from resound.priority_histogram import PriorityHistogram
 from resound.table_info import TableInfo
 from resound.tls import ClientTls
 
@@ -432,6 +433,24 @@ class RemoteTransport(OneServerTransport):
         except grpc.RpcError:
             return []
         return list(response.reasons)
+
+    def priority_histogram(self, table: str, bins: int, timeout: float | None) -> PriorityHistogram:
+        """A ServerInfo call that asks for ``bins`` bins: the server counts,
+        only the counts travel.
+
+        Example (a server listening on port 8000)::
+
+            RemoteTransport('localhost:8000').priority_histogram('replay', 20, 5.0)
+        """
+        request = _proto.ServerInfoRequest(priority_histogram_bins=bins)
+        response = self._unary(self._info_call, request, "priority_histogram", timeout)
+        for message in response.tables:
+            if message.name == table:
+                return PriorityHistogram.from_message(message.priority_histogram)
+        names = ", ".join(sorted(m.name for m in response.tables))
+        raise NotFoundError(
+            f"Priority table {table} was not found. The following tables exist: {names}."
+        )
 
     def checkpoint(self) -> str:
         try:

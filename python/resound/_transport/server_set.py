@@ -12,8 +12,8 @@ client spreads its work over them:
 * priority updates and deletes go to the server each key was sampled from
   (the set remembers the last _REMEMBERED_KEYS sampled keys); keys it does
   not know go to every server, which ignore keys they do not hold;
-* ``server_info`` sums every table over the servers, ``reset`` and
-  ``checkpoint`` reach all of them.
+* ``server_info`` sums every table over the servers, ``priority_histogram``
+  merges theirs, ``reset`` and ``checkpoint`` reach all of them.
 
 A server that stops answering is left out for a back-off (0.5 s, doubling up
 to 2 s) and then tried again, so a restarted server rejoins on its own. With
@@ -58,6 +58,7 @@ from resound._transport.targets import Target, resolve_name
 from resound._transport.waiting import Outage, deadline_after, remaining
 from resound._transport.worker_pool import WorkerPool
 from resound.errors import CancelledError, DeadlineExceededError
+from resound.priority_histogram import PriorityHistogram, merged
 from resound.table_info import TableInfo, combined
 from resound.wait_warnings import SAMPLER_LOGGER, BlockedWait
 
@@ -636,23 +637,45 @@ class ServerSet:
     def server_infos(self, timeout: float | None) -> dict[str, dict[str, TableInfo]]:
         """Every answering server's tables by name, by address; while none
         answers, waits for one up to ``timeout`` (DeadlineExceededError)."""
+        return self._answers(lambda t, left: t.server_info(left), "ServerInfo", timeout)
+
+    def _answers(
+        self, call: Callable[[Any, float | None], Any], what: str, timeout: float | None
+    ) -> dict[str, Any]:
+        """``call(transport, time left)`` on every server, the answers by
+        address, leaving out the servers that are not there; while none
+        answers, waits for one up to ``timeout`` (DeadlineExceededError)."""
         deadline = deadline_after(timeout)
         outage = None
         while True:
-            infos = {}
+            answers = {}
             last_gone = None
             for member, outcome in self.call_each(
-                self.members(), lambda m: self.transport(m).server_info(remaining(deadline))
+                self.members(), lambda m: call(self.transport(m), remaining(deadline))
             ):
                 if isinstance(outcome, _GONE):
                     last_gone = outcome
                 elif isinstance(outcome, BaseException):
                     raise outcome
                 else:
-                    infos[member.address] = outcome
-            if infos:
-                return infos
-            outage = self._wait_for_a_member(outage, last_gone, deadline, "ServerInfo", timeout)
+                    answers[member.address] = outcome
+            if answers:
+                return answers
+            outage = self._wait_for_a_member(outage, last_gone, deadline, what, timeout)
+
+    def priority_histograms(
+        self, table: str, bins: int, timeout: float | None
+    ) -> dict[str, PriorityHistogram]:
+        """Each answering server's histogram of ``table``, by address."""
+        return self._answers(
+            lambda t, left: t.priority_histogram(table, bins, left), "priority_histogram", timeout
+        )
+
+    def priority_histogram(self, table: str, bins: int, timeout: float | None) -> PriorityHistogram:
+        """The answering servers' histograms of ``table`` merged into one of
+        ``bins`` bins (see resound.priority_histogram.merged: range and total
+        exact, each item within one server bin of its own)."""
+        return merged(self.priority_histograms(table, bins, timeout).values(), bins)
 
     def server_info(self, timeout: float | None) -> dict[str, TableInfo]:
         """Each table's info summed over the answering servers."""

@@ -128,7 +128,9 @@ def table_info_now(template: Any, info: _core.TableInfo) -> Any:
     counts = info.rate_limiter
     limiter = message.rate_limiter_info
     limiter.insert_stats.completed = int(counts["inserts"])
+    limiter.insert_stats.pending = int(counts["waiting_inserts"])
     limiter.sample_stats.completed = int(counts["samples"])
+    limiter.sample_stats.pending = int(counts["waiting_samples"])
     limiter.delete_stats.completed = int(counts["deletes"])
     limiter.blocked_inserts = int(counts["blocked_inserts"])
     limiter.blocked_samples = int(counts["blocked_samples"])
