@@ -135,7 +135,9 @@ def test_several_servers_say_why_each_gave_nothing() -> None:
         with pytest.raises(DeadlineExceededError) as raised:
             client.sample_batch("t", 2, timeout=0.05)
         text = str(raised.value)
-        assert text.startswith("Sample from table 't': no server gave a sample within the timeout")
+        assert text.startswith(
+            "sample_batch from table 't': no server gave a sample within the timeout"
+        )
         # Each server asked says why, by address (a share of 2 samples may
         # go to one server only).
         reasons = text.split("within the timeout: ", 1)[1].split(" | ")

@@ -229,10 +229,12 @@ class InsertStream:
             self._closed = True
             self._lock.notify_all()
             call = self._call
-        if call is not None:
+        if call is not None and wait:
             # The server may hold the call's next answer back for good (a
             # full table's rate limiter): ending the requests would not end
             # the call, and the receiver would wait for that answer forever.
+            # Not from a finalizer (wait=False), which may run inside grpc
+            # on a thread holding the lock cancel() takes, or at shutdown.
             call.cancel()
         if wait and self._receiver is not threading.current_thread():
             self._receiver.join()
