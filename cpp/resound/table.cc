@@ -205,6 +205,11 @@ std::vector<Table::PreparedInsert> Table::Prepare(std::vector<ItemRequest> reque
   return prepared;
 }
 
+Table::PreparedInsert Table::PrepareOne(ItemRequest& request) const {
+  const double priority = request.priority;
+  return {Build(request), priority};
+}
+
 InsertBatchResult Table::InsertPrepared(std::vector<PreparedInsert>& prepared, size_t begin,
                                         const Deadline& deadline) {
   InsertBatchResult result;

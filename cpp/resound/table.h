@@ -78,6 +78,9 @@ class Table {
     double priority = 0.0;
   };
   std::vector<PreparedInsert> Prepare(std::vector<ItemRequest> requests) const;
+  // Prepare of one request, read in place: a caller that builds requests in
+  // a buffer of its own reuses it (no allocation per request).
+  PreparedInsert PrepareOne(ItemRequest& request) const;
   InsertBatchResult InsertPrepared(std::vector<PreparedInsert>& prepared, size_t begin, const Deadline& deadline);
 
   // Waits (up to `deadline`) until the rate limiter allows one sample, then

@@ -51,6 +51,7 @@ VectorWriter::VectorWriter(std::shared_ptr<ChunkStore> store, int64_t num_envs, 
   // max_chunk_length - 1 steps later; its oldest row's chunk must still be
   // alive then.
   const int64_t keep_alive = max_sequence_length + max_chunk_length - 1;
+  ring_size_ = keep_alive;
   std::random_device device;
   key_state_ = (static_cast<uint64_t>(device()) << 32) ^ device();
   for (Env& env : envs_) {
@@ -59,8 +60,8 @@ VectorWriter::VectorWriter(std::shared_ptr<ChunkStore> store, int64_t num_envs, 
       env.chunkers.push_back(
           std::make_unique<ColumnChunker>(store_, format.dtype, format.step_shape, max_chunk_length, keep_alive));
     }
-    env.ring_keys.resize(static_cast<size_t>(max_sequence_length) * formats_.size());
-    env.ring_offsets.resize(static_cast<size_t>(max_sequence_length));
+    env.ring_keys.resize(static_cast<size_t>(ring_size_) * formats_.size());
+    env.ring_offsets.resize(static_cast<size_t>(ring_size_));
     StartEpisodeLocked(env);
   }
   for (const auto& chunker : envs_.front().chunkers) row_bytes_.push_back(chunker->row_bytes());
@@ -96,7 +97,7 @@ void VectorWriter::Append(std::span<const std::span<const std::byte>> columns) {
   const size_t width = formats_.size();
   for (size_t e = 0; e < envs_.size(); ++e) {
     Env& env = envs_[e];
-    const size_t slot = static_cast<size_t>(env.steps % max_sequence_length_);
+    const size_t slot = static_cast<size_t>(env.steps % ring_size_);
     for (size_t c = 0; c < width; ++c) {
       const std::span<const std::byte> row = columns[c].subspan(e * row_bytes_[c], row_bytes_[c]);
       env.ring_keys[slot * width + c] = env.chunkers[c]->Append(row, env.episode_id, env.steps);
@@ -112,13 +113,16 @@ void VectorWriter::Append(std::span<const std::span<const std::byte>> columns) {
   PrepareAllCompleteLocked();
 }
 
-Trajectory VectorWriter::TrajectoryLocked(const Env& env, int64_t length) const {
+void VectorWriter::TrajectoryLocked(const Env& env, int64_t length, int64_t last_step,
+                                    Trajectory& trajectory) const {
   const size_t width = formats_.size();
-  Trajectory trajectory(width);
+  trajectory.resize(width);
   for (size_t c = 0; c < width; ++c) {
     std::vector<ChunkSlice>& slices = trajectory[c].slices;
-    for (int64_t step = env.steps - length; step < env.steps; ++step) {
-      const size_t slot = static_cast<size_t>(step % max_sequence_length_);
+    slices.clear();  // keeps its buffer for the next item
+    trajectory[c].squeeze = false;
+    for (int64_t step = last_step - length + 1; step <= last_step; ++step) {
+      const size_t slot = static_cast<size_t>(step % ring_size_);
       const uint64_t key = env.ring_keys[slot * width + c];
       if (!slices.empty() && slices.back().chunk_key == key) {
         ++slices.back().length;
@@ -127,7 +131,6 @@ Trajectory VectorWriter::TrajectoryLocked(const Env& env, int64_t length) const 
       }
     }
   }
-  return trajectory;
 }
 
 int64_t VectorWriter::CreateItems(const std::shared_ptr<Table>& table, int64_t length,
@@ -157,9 +160,8 @@ int64_t VectorWriter::CreateItems(const std::shared_ptr<Table>& table, int64_t l
   for (size_t e = 0; e < envs_.size(); ++e) {
     Env& env = envs_[e];
     if (!Selected(envs, e) || env.steps < length) continue;
-    PendingItem item{table, {NextKeyLocked(), priorities[priorities.size() == 1 ? 0 : e], TrajectoryLocked(env, length)},
-                     env.steps - 1};
-    env.pending.push_back(std::move(item));
+    env.pending.push_back(
+        {table, NextKeyLocked(), priorities[priorities.size() == 1 ? 0 : e], length, env.steps - 1});
     ++num_pending_;
     ++created;
   }
@@ -172,20 +174,22 @@ void VectorWriter::PrepareCompleteLocked(Env& env) {
   // Rows before the open chunk's first are in complete chunks.
   const int64_t complete_steps = env.steps - env.chunkers.front()->open_rows();
   while (!env.pending.empty() && env.pending.front().last_step < complete_steps) {
-    // Items of one table are prepared together; Prepare makes each item own
-    // its chunks, so the chunkers may drop them from here on.
-    const std::shared_ptr<Table> table = env.pending.front().table;
-    requests_.clear();
-    while (!env.pending.empty() && env.pending.front().last_step < complete_steps &&
-           env.pending.front().table == table) {
-      requests_.push_back(std::move(env.pending.front().request));
-      env.pending.pop_front();
-      --num_pending_;
+    PendingItem item = std::move(env.pending.front());
+    env.pending.pop_front();
+    --num_pending_;
+    if (item.last_step - item.length + 1 < env.steps - ring_size_) {
+      // Its oldest rows left the ring (a table refused an item ahead of it
+      // for so long): it cannot be built any more.
+      throw FailedPreconditionError("an item of environment steps " + std::to_string(item.last_step - item.length + 1) +
+                                    ".." + std::to_string(item.last_step) + " waited too long for its chunks");
     }
-    // A request the table refuses (its signature) throws here, after it was
-    // taken off the queue: the other items are not held up by it.
-    std::vector<Table::PreparedInsert> prepared = table->Prepare(std::move(requests_));
-    for (auto& one : prepared) ready_.push_back({table, std::move(one)});
+    // Preparing makes the item own its chunks, so the chunkers may drop them
+    // from here on. A request the table refuses (its signature) throws here,
+    // after it was taken off the queue: the other items are not held up.
+    request_.key = item.key;
+    request_.priority = item.priority;
+    TrajectoryLocked(env, item.length, item.last_step, request_.trajectory);
+    ready_.push_back({item.table, item.table->PrepareOne(request_)});
   }
 }
 

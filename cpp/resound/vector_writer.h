@@ -90,9 +90,13 @@ class VectorWriter {
   std::vector<int64_t> episode_steps() const;
 
  private:
+  // An item waiting for its chunks: its rows are still in the ring, so the
+  // trajectory is built only when it is prepared (into request_, reused).
   struct PendingItem {
     std::shared_ptr<Table> table;
-    ItemRequest request;
+    uint64_t key;
+    double priority;
+    int64_t length;
     int64_t last_step;  // the episode step of the item's newest row
   };
   struct ReadyItem {
@@ -103,9 +107,11 @@ class VectorWriter {
     std::vector<std::unique_ptr<ColumnChunker>> chunkers;  // one per column
     uint64_t episode_id = 0;
     int64_t steps = 0;  // steps in the current episode
-    // The newest max_sequence_length rows, as a ring indexed by step: the
-    // chunk key of each column's row and the row's offset in its chunk (the
-    // same for every column, which all chunk in step).
+    // The newest ring_size_ rows, as a ring indexed by step: the chunk key
+    // of each column's row and the row's offset in its chunk (the same for
+    // every column, which all chunk in step). It covers every pending item:
+    // an item is prepared at most max_chunk_length - 1 steps after it was
+    // created, when the chunk of its newest row completes.
     std::vector<uint64_t> ring_keys;  // [ring slot][column]
     std::vector<int64_t> ring_offsets;  // [ring slot]
     std::deque<PendingItem> pending;   // waiting for their chunks, oldest first
@@ -119,7 +125,9 @@ class VectorWriter {
   // PrepareCompleteLocked for every environment; throws the first error
   // after trying them all.
   void PrepareAllCompleteLocked();
-  Trajectory TrajectoryLocked(const Env& env, int64_t length) const;
+  // Writes the trajectory of env's newest rows [last_step - length + 1,
+  // last_step] into `trajectory`, reusing its buffers.
+  void TrajectoryLocked(const Env& env, int64_t length, int64_t last_step, Trajectory& trajectory) const;
 
   const std::shared_ptr<ChunkStore> store_;
   const int64_t num_envs_;
@@ -127,6 +135,7 @@ class VectorWriter {
   const int64_t max_sequence_length_;
   const int64_t max_chunk_length_;
   std::vector<size_t> row_bytes_;  // per column
+  int64_t ring_size_ = 0;
 
   mutable std::mutex mu_;
   std::vector<Env> envs_;
@@ -134,7 +143,7 @@ class VectorWriter {
   int64_t num_pending_ = 0;
   uint64_t key_state_ = 0;
   std::vector<Table::PreparedInsert> batch_;  // scratch for InsertReady
-  std::vector<ItemRequest> requests_;         // scratch for PrepareCompleteLocked
+  ItemRequest request_;                       // scratch for PrepareCompleteLocked
 };
 
 }  // namespace resound
