@@ -49,8 +49,18 @@ py::dict SummaryDict(const CheckpointSummary& summary) {
     entry["num_unique_samples"] = table.num_unique_samples;
     tables.append(std::move(entry));
   }
+  py::list files;
+  for (const auto& file : summary.files) {
+    py::dict entry;
+    entry["name"] = file.name;
+    entry["tables"] = file.tables;
+    entry["reused"] = file.reused;
+    entry["bytes"] = file.bytes;
+    files.append(std::move(entry));
+  }
   py::dict out;
   out["tables"] = std::move(tables);
+  out["files"] = std::move(files);
   out["num_chunks"] = summary.num_chunks;
   out["chunk_bytes"] = summary.chunk_bytes;
   out["file_bytes"] = summary.file_bytes;
@@ -92,13 +102,28 @@ appears complete or not at all). Only references are taken under each table's
 lock; inserts and samples go on while the file is written. Returns a summary
 dict (tables, num_chunks, chunk_bytes, file_bytes).)doc");
   m.def(
+      "save_checkpoint_directory",
+      [](const std::vector<std::shared_ptr<Table>>& tables, const std::string& directory, const std::string& previous,
+         const std::vector<std::string>& unchanged) {
+        const std::vector<Table*> raw = Raw(tables);
+        return Summarize([&] { return Checkpoint::SaveDirectory(raw, directory, previous, unchanged); });
+      },
+      py::arg("tables"), py::arg("directory"), py::arg("previous") = "",
+      py::arg("unchanged") = std::vector<std::string>{},
+      R"doc(Writes the tables as a checkpoint directory into the existing `directory`: each
+group of tables sharing no chunk with the others in a file tables-<k>.rsnd, then
+the manifest checkpoint.rsnd, last. A group whose tables are all named in
+`unchanged` and that the checkpoint directory `previous` holds in a file of the
+same tables is hard-linked from there instead. Returns the summary dict, whose
+`files` lists each table file (name, tables, reused, bytes).)doc");
+  m.def(
       "load_checkpoint",
       [](const std::string& path, const std::vector<std::shared_ptr<Table>>& tables) {
         const std::vector<Table*> raw = Raw(tables);
         return Summarize([&] { return Checkpoint::Load(path, raw); });
       },
       py::arg("path"), py::arg("tables"),
-      R"doc(Restores checkpoint `path` into `tables` (matched by name; each must be empty
+      R"doc(Restores checkpoint `path` (a file, or a directory's manifest) into `tables` (matched by name; each must be empty
 and configured like the saved one). All or nothing. CheckpointError for a
 damaged or foreign file, ValueError / RuntimeError for a mismatch, OSError if
 it cannot be read.)doc");

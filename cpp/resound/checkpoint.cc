@@ -1,9 +1,13 @@
 #include "resound/checkpoint.h"
 
-#include <bit>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <set>
 #include <span>
 #include <string_view>
@@ -13,248 +17,16 @@
 
 #include "resound/checkpoint_file_reader.h"
 #include "resound/checkpoint_file_writer.h"
+#include "resound/checkpoint_manifest.h"
+#include "resound/checkpoint_record_decoder.h"
+#include "resound/checkpoint_record_encoder.h"
+#include "resound/checkpoint_records.h"
 #include "resound/chunk_store.h"
 #include "resound/errors.h"
 #include "resound/item.h"
 
 namespace resound {
 namespace {
-
-enum RecordType : uint32_t { kTableRecord = 1, kChunkRecord = 2, kItemRecord = 3 };
-
-static_assert(std::endian::native == std::endian::little, "checkpoint records assume a little-endian host");
-
-// Appends fixed-width little-endian fields and length-prefixed strings.
-class RecordEncoder {
- public:
-  template <typename T>
-  RecordEncoder& Put(T value) {
-    static_assert(std::is_arithmetic_v<T>);
-    const auto* bytes = reinterpret_cast<const char*>(&value);
-    out_.append(bytes, sizeof value);
-    return *this;
-  }
-  RecordEncoder& PutString(std::string_view text) {
-    Put<uint64_t>(text.size());
-    out_.append(text);
-    return *this;
-  }
-  std::span<const std::byte> bytes() const noexcept {
-    return {reinterpret_cast<const std::byte*>(out_.data()), out_.size()};
-  }
-
- private:
-  std::string out_;
-};
-
-// Reads what RecordEncoder wrote; anything out of bounds or left over is a
-// DataLossError naming the file and the record.
-class RecordDecoder {
- public:
-  RecordDecoder(std::span<const std::byte> data, const std::string& path, uint64_t record)
-      : data_(data), path_(path), record_(record) {}
-
-  template <typename T>
-  T Get(const char* field) {
-    static_assert(std::is_arithmetic_v<T>);
-    Need(sizeof(T), field);
-    T value;
-    std::memcpy(&value, data_.data() + position_, sizeof value);
-    position_ += sizeof value;
-    return value;
-  }
-  std::string GetString(const char* field) {
-    const auto size = Get<uint64_t>(field);
-    Need(size, field);
-    std::string text(reinterpret_cast<const char*>(data_.data() + position_), size);
-    position_ += size;
-    return text;
-  }
-  std::span<const std::byte> Rest() noexcept {
-    auto rest = data_.subspan(position_);
-    position_ = data_.size();
-    return rest;
-  }
-  void Finish() const {
-    if (position_ != data_.size()) Fail(std::to_string(data_.size() - position_) + " unexpected bytes at its end");
-  }
-  [[noreturn]] void Fail(const std::string& what) const {
-    throw DataLossError("checkpoint " + path_ + " cannot be loaded: record " + std::to_string(record_) + ": " + what);
-  }
-
- private:
-  void Need(uint64_t size, const char* field) const {
-    if (size > data_.size() - position_) Fail(std::string("it ends inside ") + field);
-  }
-
-  std::span<const std::byte> data_;
-  const std::string& path_;
-  const uint64_t record_;
-  size_t position_ = 0;
-};
-
-void PutSelector(RecordEncoder& out, const SelectorOptions& options) {
-  out.Put<uint8_t>(static_cast<uint8_t>(options.kind)).Put<double>(options.priority_exponent);
-  out.Put<uint8_t>(options.seed.has_value()).Put<uint64_t>(options.seed.value_or(0));
-}
-
-SelectorOptions GetSelector(RecordDecoder& in) {
-  SelectorOptions options;
-  const auto kind = in.Get<uint8_t>("selector kind");
-  if (kind > static_cast<uint8_t>(SelectorKind::kMaxHeap)) in.Fail("unknown selector kind " + std::to_string(kind));
-  options.kind = static_cast<SelectorKind>(kind);
-  options.priority_exponent = in.Get<double>("priority exponent");
-  const bool seeded = in.Get<uint8_t>("selector seed flag") != 0;
-  const auto seed = in.Get<uint64_t>("selector seed");
-  if (seeded) options.seed = seed;
-  return options;
-}
-
-void PutTable(RecordEncoder& out, const TableConfig& config, const TableState& state) {
-  out.PutString(config.name);
-  PutSelector(out, config.sampler);
-  PutSelector(out, config.remover);
-  out.Put<int64_t>(config.max_size).Put<int32_t>(config.max_times_sampled);
-  const RateLimiterConfig& limiter = config.rate_limiter;
-  out.Put<double>(limiter.samples_per_insert).Put<int64_t>(limiter.min_size_to_sample);
-  out.Put<double>(limiter.min_diff).Put<double>(limiter.max_diff);
-  out.PutString(config.signature);
-  out.Put<int64_t>(state.counters.inserts).Put<int64_t>(state.counters.samples).Put<int64_t>(state.counters.deletes);
-  out.Put<int64_t>(state.num_deleted_episodes).Put<int64_t>(state.num_unique_samples);
-  out.Put<int64_t>(static_cast<int64_t>(state.entries.size()));
-}
-
-CheckpointSummary::TableSummary GetTable(RecordDecoder& in) {
-  CheckpointSummary::TableSummary table;
-  TableConfig& config = table.config;
-  config.name = in.GetString("table name");
-  config.sampler = GetSelector(in);
-  config.remover = GetSelector(in);
-  config.max_size = in.Get<int64_t>("max_size");
-  config.max_times_sampled = in.Get<int32_t>("max_times_sampled");
-  config.rate_limiter.samples_per_insert = in.Get<double>("samples_per_insert");
-  config.rate_limiter.min_size_to_sample = in.Get<int64_t>("min_size_to_sample");
-  config.rate_limiter.min_diff = in.Get<double>("min_diff");
-  config.rate_limiter.max_diff = in.Get<double>("max_diff");
-  config.signature = in.GetString("signature");
-  table.counters.inserts = in.Get<int64_t>("insert count");
-  table.counters.samples = in.Get<int64_t>("sample count");
-  table.counters.deletes = in.Get<int64_t>("delete count");
-  table.num_deleted_episodes = in.Get<int64_t>("num_deleted_episodes");
-  table.num_unique_samples = in.Get<int64_t>("num_unique_samples");
-  table.num_items = in.Get<int64_t>("number of items");
-  in.Finish();
-  try {
-    config.Validate();
-  } catch (const InvalidArgumentError& error) {
-    in.Fail(std::string("invalid table configuration: ") + error.what());
-  }
-  if (table.num_items < 0) in.Fail("negative number of items");
-  // The limiter counts the table's size as inserts - deletes: counters that
-  // disagree with the items would leave a restored table that cannot sample.
-  const auto& counters = table.counters;
-  if (counters.inserts < 0 || counters.samples < 0 || counters.deletes < 0 ||
-      table.num_deleted_episodes < 0 || table.num_unique_samples < 0) {
-    in.Fail("negative counter");
-  }
-  if (counters.deletes > counters.inserts || counters.inserts - counters.deletes != table.num_items) {
-    in.Fail("insert count " + std::to_string(counters.inserts) + " - delete count " +
-            std::to_string(counters.deletes) + " != number of items " + std::to_string(table.num_items));
-  }
-  return table;
-}
-
-void PutChunkHead(RecordEncoder& out, const Chunk& chunk) {
-  out.Put<uint64_t>(chunk.key()).PutString(chunk.dtype().str());
-  out.Put<uint32_t>(static_cast<uint32_t>(chunk.step_shape().size()));
-  for (const int64_t extent : chunk.step_shape()) out.Put<int64_t>(extent);
-  out.Put<int64_t>(chunk.num_steps()).Put<uint8_t>(static_cast<uint8_t>(chunk.compression()));
-  out.Put<uint8_t>(chunk.delta_encoded()).Put<uint64_t>(chunk.episode_id());
-  out.Put<int64_t>(chunk.start_step()).Put<int64_t>(chunk.end_step()).Put<int64_t>(chunk.uncompressed_size());
-}
-
-// The chunk's metadata, and its payload (the rest of the record), validated.
-std::pair<ChunkMetadata, std::span<const std::byte>> GetChunk(RecordDecoder& in) {
-  ChunkMetadata metadata;
-  metadata.key = in.Get<uint64_t>("chunk key");
-  const std::string dtype = in.GetString("chunk dtype");
-  const auto rank = in.Get<uint32_t>("chunk rank");
-  if (rank > 64) in.Fail("chunk rank " + std::to_string(rank) + " is above 64");
-  for (uint32_t i = 0; i < rank; ++i) metadata.step_shape.push_back(in.Get<int64_t>("chunk shape"));
-  metadata.num_steps = in.Get<int64_t>("chunk num_steps");
-  const auto compression = in.Get<uint8_t>("chunk compression");
-  metadata.delta_encoded = in.Get<uint8_t>("chunk delta flag") != 0;
-  metadata.episode_id = in.Get<uint64_t>("chunk episode");
-  metadata.start_step = in.Get<int64_t>("chunk start_step");
-  metadata.end_step = in.Get<int64_t>("chunk end_step");
-  metadata.uncompressed_size = in.Get<int64_t>("chunk uncompressed_size");
-  const auto payload = in.Rest();
-  try {
-    // Without the size rule: chunks stored before it still load (see dtype.h).
-    metadata.dtype = DType::ParseStored(dtype);
-    if (compression > static_cast<uint8_t>(Compression::kLz4)) {
-      throw InvalidArgumentError("unknown compression " + std::to_string(compression));
-    }
-    metadata.compression = static_cast<Compression>(compression);
-    Chunk::Validate(metadata, payload.size());
-  } catch (const InvalidArgumentError& error) {
-    in.Fail(std::string("invalid chunk: ") + error.what());
-  }
-  return {std::move(metadata), payload};
-}
-
-void PutItem(RecordEncoder& out, uint32_t table, const TableState::Entry& entry) {
-  out.Put<uint32_t>(table).Put<uint64_t>(entry.item->key()).Put<double>(entry.priority);
-  out.Put<int32_t>(entry.times_sampled).Put<int64_t>(entry.inserted_at_ns);
-  out.Put<uint64_t>(entry.sampler_tie_order).Put<uint64_t>(entry.remover_tie_order);
-  const auto trajectory = entry.item->trajectory();
-  out.Put<uint32_t>(static_cast<uint32_t>(trajectory.size()));
-  for (size_t c = 0; c < trajectory.size(); ++c) {
-    const auto column = trajectory[c];
-    out.Put<uint8_t>(column.squeeze).Put<uint32_t>(static_cast<uint32_t>(column.slices.size()));
-    for (const ChunkSlice& slice : column.slices) {
-      out.Put<uint64_t>(slice.chunk_key).Put<int64_t>(slice.offset).Put<int64_t>(slice.length);
-    }
-  }
-}
-
-struct ItemRecord {
-  uint32_t table = 0;
-  uint64_t key = 0;
-  TableState::Entry entry;  // without the item
-  Trajectory trajectory;
-};
-
-ItemRecord GetItem(RecordDecoder& in, size_t record_bytes) {
-  ItemRecord record;
-  record.table = in.Get<uint32_t>("item table");
-  record.key = in.Get<uint64_t>("item key");
-  record.entry.priority = in.Get<double>("item priority");
-  record.entry.times_sampled = in.Get<int32_t>("item times_sampled");
-  record.entry.inserted_at_ns = in.Get<int64_t>("item inserted_at");
-  record.entry.sampler_tie_order = in.Get<uint64_t>("item sampler order");
-  record.entry.remover_tie_order = in.Get<uint64_t>("item remover order");
-  const auto columns = in.Get<uint32_t>("item columns");
-  // Every column and slice takes bytes of the record: a count beyond them is
-  // damage, found before anything is allocated for it.
-  if (columns > record_bytes) in.Fail("item claims " + std::to_string(columns) + " columns");
-  record.trajectory.resize(columns);
-  for (auto& column : record.trajectory) {
-    column.squeeze = in.Get<uint8_t>("item squeeze flag") != 0;
-    const auto slices = in.Get<uint32_t>("item slices");
-    if (slices > record_bytes) in.Fail("item claims " + std::to_string(slices) + " slices");
-    column.slices.resize(slices);
-    for (auto& slice : column.slices) {
-      slice.chunk_key = in.Get<uint64_t>("slice chunk key");
-      slice.offset = in.Get<int64_t>("slice offset");
-      slice.length = in.Get<int64_t>("slice length");
-    }
-  }
-  in.Finish();
-  if (record.entry.times_sampled < 0) in.Fail("negative times_sampled");
-  if (std::isnan(record.entry.priority)) in.Fail("priority is NaN");
-  return record;
-}
 
 // Reads a whole checkpoint. With `stores` empty it only checks (Inspect);
 // otherwise chunks go into every store given and items are built against
@@ -277,16 +49,16 @@ Loaded Read(const std::string& path, const std::vector<std::shared_ptr<ChunkStor
   bool tables_done = false;
   while (reader.Next(type, payload)) {
     const uint64_t index = reader.num_records() - 1;
-    RecordDecoder in(payload, path, index);
+    CheckpointRecordDecoder in(payload, path, index);
     switch (type) {
-      case kTableRecord: {
+      case CheckpointRecords::kTable: {
         if (tables_done) in.Fail("a table record after chunks or items");
-        loaded.summary.tables.push_back(GetTable(in));
+        loaded.summary.tables.push_back(CheckpointRecords::GetTable(in));
         loaded.states.emplace_back();
         item_keys.emplace_back();
         break;
       }
-      case kChunkRecord: {
+      case CheckpointRecords::kChunk: {
         if (!tables_done) {
           tables_done = true;
           if (build && store_of_table.size() != loaded.summary.tables.size()) {
@@ -298,7 +70,7 @@ Loaded Read(const std::string& path, const std::vector<std::shared_ptr<ChunkStor
             if (!seen) distinct_stores.push_back(store);
           }
         }
-        auto [metadata, data] = GetChunk(in);
+        auto [metadata, data] = CheckpointRecords::GetChunk(in);
         if (!chunk_keys.insert(metadata.key).second) in.Fail("chunk " + std::to_string(metadata.key) + " appears twice");
         ++loaded.summary.num_chunks;
         loaded.summary.chunk_bytes += static_cast<int64_t>(data.size());
@@ -308,9 +80,9 @@ Loaded Read(const std::string& path, const std::vector<std::shared_ptr<ChunkStor
         }
         break;
       }
-      case kItemRecord: {
+      case CheckpointRecords::kItem: {
         tables_done = true;
-        ItemRecord record = GetItem(in, payload.size());
+        CheckpointRecords::Item record = CheckpointRecords::GetItem(in, payload.size());
         if (record.table >= loaded.summary.tables.size()) {
           in.Fail("item of table " + std::to_string(record.table) + " but the file has " +
                   std::to_string(loaded.summary.tables.size()) + " tables");
@@ -390,45 +162,57 @@ void CheckCompatible(const TableConfig& saved, const Table& table, const std::st
   }
 }
 
-}  // namespace
-
-CheckpointSummary Checkpoint::Save(const std::vector<Table*>& tables, const std::string& path) {
+void CheckUniqueNames(const std::vector<Table*>& tables) {
   std::set<std::string> names;
   for (const Table* table : tables) {
     if (!names.insert(table->name()).second) {
       throw InvalidArgumentError("tables: two tables are named '" + table->name() + "'");
     }
   }
-  // References only, one table's lock at a time.
+}
+
+// References only, one table's lock at a time.
+std::vector<TableState> Snapshot(const std::vector<Table*>& tables) {
   std::vector<TableState> states;
   states.reserve(tables.size());
   for (const Table* table : tables) states.push_back(table->Checkpoint());
+  return states;
+}
 
+CheckpointSummary::TableSummary SummaryOf(const Table& table, const TableState& state) {
+  CheckpointSummary::TableSummary summary{table.config(), state.counters, static_cast<int64_t>(state.entries.size()),
+                                          state.num_deleted_episodes, state.num_unique_samples};
+  summary.config.column_specs.clear();
+  return summary;
+}
+
+// Writes tables[group[i]] (with states[group[i]]) into one new file `path`:
+// their TABLE records, then each chunk once before the first item that
+// needs it, then the items, tables in group order.
+CheckpointSummary WriteTableFile(const std::vector<Table*>& tables, const std::vector<TableState>& states,
+                                 const std::vector<size_t>& group, const std::string& path) {
   CheckpointSummary summary;
   CheckpointFileWriter writer(path);
-  for (size_t t = 0; t < tables.size(); ++t) {
-    RecordEncoder record;
-    PutTable(record, tables[t]->config(), states[t]);
-    writer.Append(kTableRecord, {record.bytes()});
-    summary.tables.push_back({tables[t]->config(), states[t].counters,
-                              static_cast<int64_t>(states[t].entries.size()), states[t].num_deleted_episodes,
-                              states[t].num_unique_samples});
-    summary.tables.back().config.column_specs.clear();
+  for (const size_t t : group) {
+    CheckpointRecordEncoder record;
+    CheckpointRecords::PutTable(record, tables[t]->config(), states[t]);
+    writer.Append(CheckpointRecords::kTable, {record.bytes()});
+    summary.tables.push_back(SummaryOf(*tables[t], states[t]));
   }
   std::unordered_set<uint64_t> written;
-  for (size_t t = 0; t < tables.size(); ++t) {
-    for (const auto& entry : states[t].entries) {
+  for (size_t index = 0; index < group.size(); ++index) {
+    for (const auto& entry : states[group[index]].entries) {
       for (const auto& chunk : entry.item->chunks()) {
         if (!written.insert(chunk->key()).second) continue;
-        RecordEncoder head;
-        PutChunkHead(head, *chunk);
-        writer.Append(kChunkRecord, {head.bytes(), {chunk->data(), chunk->data_size()}});
+        CheckpointRecordEncoder head;
+        CheckpointRecords::PutChunkHead(head, *chunk);
+        writer.Append(CheckpointRecords::kChunk, {head.bytes(), {chunk->data(), chunk->data_size()}});
         ++summary.num_chunks;
         summary.chunk_bytes += static_cast<int64_t>(chunk->data_size());
       }
-      RecordEncoder item;
-      PutItem(item, static_cast<uint32_t>(t), entry);
-      writer.Append(kItemRecord, {item.bytes()});
+      CheckpointRecordEncoder item;
+      CheckpointRecords::PutItem(item, static_cast<uint32_t>(index), entry);
+      writer.Append(CheckpointRecords::kItem, {item.bytes()});
     }
   }
   writer.Commit();
@@ -436,17 +220,229 @@ CheckpointSummary Checkpoint::Save(const std::vector<Table*>& tables, const std:
   return summary;
 }
 
-CheckpointSummary Checkpoint::Inspect(const std::string& path) { return Read(path, {}, false).summary; }
+// The tables (as indices) in groups that share no chunk with one another,
+// each in table order, the groups in the order of their first tables.
+std::vector<std::vector<size_t>> GroupsSharingNoChunk(const std::vector<TableState>& states) {
+  std::vector<size_t> parent(states.size());
+  for (size_t t = 0; t < parent.size(); ++t) parent[t] = t;
+  const auto root = [&parent](size_t t) {
+    while (parent[t] != t) t = parent[t] = parent[parent[t]];
+    return t;
+  };
+  std::unordered_map<uint64_t, size_t> first_user;  // chunk key -> a table that uses it
+  for (size_t t = 0; t < states.size(); ++t) {
+    for (const auto& entry : states[t].entries) {
+      for (const auto& chunk : entry.item->chunks()) {
+        const auto [found, inserted] = first_user.emplace(chunk->key(), t);
+        if (inserted || found->second == t) continue;
+        const size_t a = root(found->second);
+        const size_t b = root(t);
+        if (a != b) parent[std::max(a, b)] = std::min(a, b);
+      }
+    }
+  }
+  std::vector<std::vector<size_t>> groups;
+  std::vector<size_t> group_of_root(states.size(), states.size());
+  for (size_t t = 0; t < states.size(); ++t) {
+    const size_t r = root(t);
+    if (group_of_root[r] == states.size()) {
+      group_of_root[r] = groups.size();
+      groups.emplace_back();
+    }
+    groups[group_of_root[r]].push_back(t);
+  }
+  return groups;
+}
 
-CheckpointSummary Checkpoint::ReadTables(const std::string& path) {
+// The number and bytes of the distinct chunks of tables[group] (what their
+// file holds, for the summary of a file linked rather than written).
+std::pair<int64_t, int64_t> ChunksOf(const std::vector<TableState>& states, const std::vector<size_t>& group) {
+  std::unordered_set<uint64_t> seen;
+  int64_t bytes = 0;
+  for (const size_t t : group) {
+    for (const auto& entry : states[t].entries) {
+      for (const auto& chunk : entry.item->chunks()) {
+        if (seen.insert(chunk->key()).second) bytes += static_cast<int64_t>(chunk->data_size());
+      }
+    }
+  }
+  return {static_cast<int64_t>(seen.size()), bytes};
+}
+
+// The files a checkpoint at `path` consists of: the table files of a
+// manifest (each with the tables the manifest says it holds), or `path`.
+struct CheckpointFiles {
+  std::vector<std::string> paths;
+  std::vector<std::vector<std::string>> tables;  // per path; empty: not known in advance
+  uint64_t manifest_bytes = 0;
+  std::vector<CheckpointManifest::Entry> entries;
+};
+
+CheckpointFiles FilesOf(const std::string& path) {
+  CheckpointFiles files;
+  std::optional<CheckpointManifest> manifest = CheckpointManifest::Read(path);
+  if (!manifest) {
+    files.paths.push_back(path);
+    files.tables.emplace_back();
+    return files;
+  }
+  for (const auto& entry : manifest->entries) {
+    files.paths.push_back(CheckpointManifest::Beside(path, entry.file));
+    files.tables.push_back(entry.tables);
+  }
+  files.manifest_bytes = manifest->file_bytes;
+  files.entries = std::move(manifest->entries);
+  return files;
+}
+
+// DataLossError unless the table file `path` holds the tables `expected`
+// (what its manifest says; empty: anything).
+void CheckFileTables(const CheckpointSummary& file, const std::vector<std::string>& expected, const std::string& path) {
+  if (expected.empty()) return;
+  std::vector<std::string> names;
+  for (const auto& table : file.tables) names.push_back(table.config.name);
+  if (names != expected) {
+    const auto join = [](const std::vector<std::string>& list) {
+      std::string text;
+      for (const auto& name : list) text += (text.empty() ? "'" : ", '") + name + "'";
+      return text.empty() ? std::string("none") : text;
+    };
+    throw DataLossError("checkpoint " + path + " cannot be loaded: it holds tables " + join(names) +
+                        " but its manifest says " + join(expected));
+  }
+}
+
+// Adds a table file's counts to the summary of a whole checkpoint.
+void Accumulate(CheckpointSummary& total, CheckpointSummary&& file) {
+  for (auto& table : file.tables) total.tables.push_back(std::move(table));
+  total.num_chunks += file.num_chunks;
+  total.chunk_bytes += file.chunk_bytes;
+  total.file_bytes += file.file_bytes;
+}
+
+CheckpointSummary::FileSummary FileSummaryOf(const CheckpointManifest::Entry& entry, uint64_t bytes, bool reused) {
+  return {entry.file, entry.tables, reused, bytes};
+}
+
+// Removes the files of a directory save that failed part-way.
+class RemoveUnlessKept {
+ public:
+  RemoveUnlessKept() = default;
+  RemoveUnlessKept(const RemoveUnlessKept&) = delete;
+  RemoveUnlessKept& operator=(const RemoveUnlessKept&) = delete;
+  ~RemoveUnlessKept() {
+    if (kept_) return;
+    for (const auto& path : paths_) ::unlink(path.c_str());
+  }
+  void Add(std::string path) { paths_.push_back(std::move(path)); }
+  void Keep() noexcept { kept_ = true; }
+
+ private:
+  std::vector<std::string> paths_;
+  bool kept_ = false;
+};
+
+}  // namespace
+
+CheckpointSummary Checkpoint::Save(const std::vector<Table*>& tables, const std::string& path) {
+  CheckUniqueNames(tables);
+  const std::vector<TableState> states = Snapshot(tables);
+  std::vector<size_t> all(tables.size());
+  for (size_t t = 0; t < all.size(); ++t) all[t] = t;
+  return WriteTableFile(tables, states, all, path);
+}
+
+CheckpointSummary Checkpoint::SaveDirectory(const std::vector<Table*>& tables, const std::string& directory,
+                                            const std::string& previous, const std::vector<std::string>& unchanged) {
+  CheckUniqueNames(tables);
+  const std::vector<TableState> states = Snapshot(tables);
+  // Opened first: its temporary (holding this process's pid) marks the
+  // directory as being saved until the manifest is complete, so that a save
+  // killed part-way is recognised and its table files removed
+  // (resound.checkpointers).
+  CheckpointFileWriter manifest(directory + "/" + kManifestName);
+  std::vector<CheckpointManifest::Entry> earlier;
+  if (!previous.empty() && !unchanged.empty()) {
+    try {
+      if (auto last = CheckpointManifest::Read(previous + "/" + kManifestName)) earlier = std::move(last->entries);
+    } catch (const std::exception&) {
+      // Gone, damaged or of the one-file layout: nothing is linked from it.
+    }
+  }
+  const std::set<std::string> same(unchanged.begin(), unchanged.end());
+
+  CheckpointSummary summary;
+  std::vector<CheckpointSummary::TableSummary> by_table(tables.size());
+  std::vector<CheckpointManifest::Entry> entries;
+  RemoveUnlessKept cleanup;
+  const std::vector<std::vector<size_t>> groups = GroupsSharingNoChunk(states);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    CheckpointManifest::Entry entry{CheckpointManifest::TableFileName(g), {}};
+    bool all_unchanged = true;
+    for (const size_t t : groups[g]) {
+      entry.tables.push_back(tables[t]->name());
+      all_unchanged = all_unchanged && same.count(tables[t]->name()) != 0;
+      by_table[t] = SummaryOf(*tables[t], states[t]);
+    }
+    const std::string path = directory + "/" + entry.file;
+    bool linked = false;
+    if (all_unchanged) {
+      for (const auto& old : earlier) {
+        if (old.tables != entry.tables) continue;
+        linked = ::link((previous + "/" + old.file).c_str(), path.c_str()) == 0;
+        break;
+      }
+    }
+    if (linked) {
+      cleanup.Add(path);
+      struct stat info {};
+      const uint64_t bytes = ::stat(path.c_str(), &info) == 0 ? static_cast<uint64_t>(info.st_size) : 0;
+      const auto [num_chunks, chunk_bytes] = ChunksOf(states, groups[g]);
+      summary.num_chunks += num_chunks;
+      summary.chunk_bytes += chunk_bytes;
+      summary.file_bytes += bytes;
+      summary.files.push_back(FileSummaryOf(entry, bytes, true));
+    } else {
+      CheckpointSummary file = WriteTableFile(tables, states, groups[g], path);
+      cleanup.Add(path);
+      summary.num_chunks += file.num_chunks;
+      summary.chunk_bytes += file.chunk_bytes;
+      summary.file_bytes += file.file_bytes;
+      summary.files.push_back(FileSummaryOf(entry, file.file_bytes, false));
+    }
+    entries.push_back(std::move(entry));
+  }
+  summary.file_bytes += CheckpointManifest::Write(manifest, entries);
+  cleanup.Keep();
+  summary.tables = std::move(by_table);
+  return summary;
+}
+
+CheckpointSummary Checkpoint::Inspect(const std::string& path) {
+  const CheckpointFiles files = FilesOf(path);
+  if (files.entries.empty()) return Read(path, {}, false).summary;
+  CheckpointSummary total;
+  total.file_bytes = files.manifest_bytes;
+  for (size_t f = 0; f < files.paths.size(); ++f) {
+    CheckpointSummary file = Read(files.paths[f], {}, false).summary;
+    CheckFileTables(file, files.tables[f], files.paths[f]);
+    total.files.push_back(FileSummaryOf(files.entries[f], file.file_bytes, false));
+    Accumulate(total, std::move(file));
+  }
+  return total;
+}
+
+namespace {
+
+CheckpointSummary ReadTableRecords(const std::string& path) {
   CheckpointSummary head;
   CheckpointFileReader reader(path);
   uint32_t type = 0;
   std::vector<std::byte> payload;
   std::unordered_set<std::string> seen;
-  while (reader.Next(type, payload) && type == kTableRecord) {
-    RecordDecoder in(payload, path, reader.num_records() - 1);
-    head.tables.push_back(GetTable(in));
+  while (reader.Next(type, payload) && type == CheckpointRecords::kTable) {
+    CheckpointRecordDecoder in(payload, path, reader.num_records() - 1);
+    head.tables.push_back(CheckpointRecords::GetTable(in));
     if (!seen.insert(head.tables.back().config.name).second) {
       throw DataLossError("checkpoint " + path + " cannot be loaded: it holds table '" +
                           head.tables.back().config.name + "' twice");
@@ -455,49 +451,83 @@ CheckpointSummary Checkpoint::ReadTables(const std::string& path) {
   return head;
 }
 
+}  // namespace
+
+CheckpointSummary Checkpoint::ReadTables(const std::string& path) {
+  const CheckpointFiles files = FilesOf(path);
+  CheckpointSummary total;
+  for (size_t f = 0; f < files.paths.size(); ++f) {
+    CheckpointSummary file = ReadTableRecords(files.paths[f]);
+    CheckFileTables(file, files.tables[f], files.paths[f]);
+    Accumulate(total, std::move(file));
+  }
+  total.file_bytes = 0;
+  return total;
+}
+
 CheckpointSummary Checkpoint::Load(const std::string& path, const std::vector<Table*>& tables) {
-  // The table records come first in the file: match them to ours (and
+  const CheckpointFiles files = FilesOf(path);
+  // The table records come first in each file: match them to ours (and
   // learn which chunk stores to build against) before reading any chunk.
   std::unordered_map<std::string, Table*> by_name;
   for (Table* table : tables) by_name[table->name()] = table;
-  std::vector<std::shared_ptr<ChunkStore>> stores;
-  std::vector<Table*> targets;
-  {
-    const CheckpointSummary head = ReadTables(path);
-    std::string available;
-    for (Table* table : tables) available += (available.empty() ? "" : ", ") + table->name();
+  std::string available;
+  for (Table* table : tables) available += (available.empty() ? "" : ", ") + table->name();
+  std::vector<std::vector<Table*>> targets(files.paths.size());
+  std::vector<std::vector<std::shared_ptr<ChunkStore>>> stores(files.paths.size());
+  for (size_t f = 0; f < files.paths.size(); ++f) {
+    const std::string& file = files.paths[f];
+    const CheckpointSummary head = ReadTableRecords(file);
+    CheckFileTables(head, files.tables[f], file);
     for (const auto& saved : head.tables) {
       auto found = by_name.find(saved.config.name);
       if (found == by_name.end()) {
-        throw InvalidArgumentError("checkpoint " + path + " has table '" + saved.config.name +
+        throw InvalidArgumentError("checkpoint " + file + " has table '" + saved.config.name +
                                    "', which the server does not have (its tables: " + available + ")");
       }
-      CheckCompatible(saved.config, *found->second, path);
+      CheckCompatible(saved.config, *found->second, file);
       if (saved.num_items > found->second->config().max_size) {
-        throw InvalidArgumentError("checkpoint " + path + ": table '" + saved.config.name + "' holds " +
+        throw InvalidArgumentError("checkpoint " + file + ": table '" + saved.config.name + "' holds " +
                                    std::to_string(saved.num_items) + " items, above the server's max_size " +
                                    std::to_string(found->second->config().max_size));
       }
       if (found->second->size() != 0) {
-        throw FailedPreconditionError("checkpoint " + path + ": table '" + saved.config.name +
+        throw FailedPreconditionError("checkpoint " + file + ": table '" + saved.config.name +
                                       "' already holds items; restore into empty tables");
       }
-      targets.push_back(found->second);
-      stores.push_back(found->second->chunk_store());
+      targets[f].push_back(found->second);
+      stores[f].push_back(found->second->chunk_store());
     }
   }
-  Loaded loaded = Read(path, stores, true);
-  if (loaded.states.size() != targets.size()) {
-    throw DataLossError("checkpoint " + path + " cannot be loaded: it changed while being read");
+  // Every file is read (its items built) before any table changes.
+  std::vector<Loaded> loaded;
+  loaded.reserve(files.paths.size());
+  for (size_t f = 0; f < files.paths.size(); ++f) {
+    loaded.push_back(Read(files.paths[f], stores[f], true));
+    if (loaded.back().states.size() != targets[f].size()) {
+      throw DataLossError("checkpoint " + files.paths[f] + " cannot be loaded: it changed while being read");
+    }
   }
-  size_t restored = 0;
+  std::vector<Table*> restored;
   try {
-    for (; restored < targets.size(); ++restored) targets[restored]->Restore(std::move(loaded.states[restored]));
+    for (size_t f = 0; f < loaded.size(); ++f) {
+      for (size_t t = 0; t < targets[f].size(); ++t) {
+        targets[f][t]->Restore(std::move(loaded[f].states[t]));
+        restored.push_back(targets[f][t]);
+      }
+    }
   } catch (...) {
-    for (size_t t = 0; t < restored; ++t) targets[t]->Reset();
+    for (Table* table : restored) table->Reset();
     throw;
   }
-  return loaded.summary;
+  if (files.entries.empty()) return std::move(loaded.front().summary);
+  CheckpointSummary total;
+  total.file_bytes = files.manifest_bytes;
+  for (size_t f = 0; f < loaded.size(); ++f) {
+    total.files.push_back(FileSummaryOf(files.entries[f], loaded[f].summary.file_bytes, false));
+    Accumulate(total, std::move(loaded[f].summary));
+  }
+  return total;
 }
 
 }  // namespace resound

@@ -1,4 +1,6 @@
-// Saves the state of tables into one checkpoint file and restores it.
+// Saves the state of tables into one checkpoint file, or a checkpoint
+// directory of table files and a manifest (CheckpointManifest), and restores
+// either.
 //
 // File: a CheckpointFileWriter file (header, checksummed records, end
 // record) whose records are, in order (docs/checkpoint-format.md):
@@ -38,7 +40,15 @@ struct CheckpointSummary {
     int64_t num_deleted_episodes = 0;
     int64_t num_unique_samples = 0;
   };
+  // One table file of a checkpoint directory (empty for a single file).
+  struct FileSummary {
+    std::string name;
+    std::vector<std::string> tables;
+    bool reused = false;  // linked from the previous checkpoint, not written
+    uint64_t bytes = 0;
+  };
   std::vector<TableSummary> tables;
+  std::vector<FileSummary> files;
   int64_t num_chunks = 0;
   int64_t chunk_bytes = 0;  // payload bytes as stored (compressed or not)
   uint64_t file_bytes = 0;
@@ -52,7 +62,23 @@ class Checkpoint {
   // std::system_error for I/O errors (no file appears then).
   static CheckpointSummary Save(const std::vector<Table*>& tables, const std::string& path);
 
-  // Restores the checkpoint at `path` into `tables`, matched by name; every
+  // Writes `tables` as a checkpoint directory into `directory` (which must
+  // exist and hold none of its names): each group of tables that share no
+  // chunk with the others in a table file of its own, then the manifest
+  // `manifest_path` (CheckpointManifest), which appears last. A group whose
+  // tables are all in `unchanged` and which the checkpoint directory
+  // `previous` ("": none) holds in a file of exactly those tables is
+  // hard-linked from there instead of written (written after all if the
+  // link fails, e.g. across file systems, or that manifest cannot be read).
+  // On an error nothing of it is left in `directory`.
+  static CheckpointSummary SaveDirectory(const std::vector<Table*>& tables, const std::string& directory,
+                                         const std::string& previous, const std::vector<std::string>& unchanged);
+
+  // The name of a checkpoint directory's manifest, "checkpoint.rsnd".
+  static constexpr const char* kManifestName = "checkpoint.rsnd";
+
+  // Restores the checkpoint at `path` (a checkpoint file, or the manifest of
+  // a checkpoint directory, whose table files are all read) into `tables`, matched by name; every
   // table in the file must be among them and empty, with the same sampler,
   // remover, max_times_sampled and rate limiter (max_size may differ if the
   // items fit). Tables not in the file stay as they are. All or nothing: on
@@ -63,7 +89,8 @@ class Checkpoint {
   // ReadTables reports and loads into those.)
   static CheckpointSummary Load(const std::string& path, const std::vector<Table*>& tables);
 
-  // Reads only the TABLE records at the start of the file (each checksummed,
+  // Reads only the TABLE records at the start of the file (of every file a
+  // manifest names) (each checksummed,
   // names unique): every saved table's configuration, counters and number
   // of items, without reading any chunk. Same errors as Inspect.
   static CheckpointSummary ReadTables(const std::string& path);

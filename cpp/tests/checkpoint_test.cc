@@ -2,7 +2,9 @@
 // every table (items, priorities, times sampled, counters, chunks shared
 // between tables written once) and the restored tables go on exactly like
 // the originals; damaged files, foreign tables and mismatched settings are
-// refused with nothing changed.
+// refused with nothing changed; checkpoint directories group tables by the
+// chunks they share and link unchanged groups' files.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -189,6 +191,64 @@ void DamageIsRefusedWithNothingChanged(const std::string& directory) {
   std::remove(path.c_str());
 }
 
+
+// A checkpoint directory: tables sharing chunks in one file, others in
+// their own; a second save links the file of unchanged tables; a load reads
+// every file or changes nothing.
+void DirectoriesGroupTablesAndLinkUnchangedFiles(const std::string& directory) {
+  Fixture original;
+  for (uint64_t key = 1; key <= 10; ++key) {
+    // 'fifo' and 'heap' share each chunk; 'prio' has chunks of its own.
+    original.chunks.push_back(AddChunk(*original.store, key));
+    for (size_t t = 0; t < 2; ++t) {
+      original.tables[t]->Insert({key, 1.0, {{{{key, 0, 4}}, false}}}, Deadline::AfterSeconds(5));
+    }
+    original.chunks.push_back(AddChunk(*original.store, 100 + key));
+    original.tables[2]->Insert({100 + key, 1.0, {{{{100 + key, 0, 4}}, false}}}, Deadline::AfterSeconds(5));
+  }
+  const std::string first = directory + "/first";
+  const std::string second = directory + "/second";
+  RESOUND_CHECK(::mkdir(first.c_str(), 0755) == 0 && ::mkdir(second.c_str(), 0755) == 0);
+  const CheckpointSummary one = Checkpoint::SaveDirectory(original.raw(), first, "", {});
+  RESOUND_CHECK(one.files.size() == 2);
+  RESOUND_CHECK((one.files[0].tables == std::vector<std::string>{"fifo", "heap"}));
+  RESOUND_CHECK((one.files[1].tables == std::vector<std::string>{"prio"}));
+  RESOUND_CHECK(!one.files[0].reused && !one.files[1].reused);
+  RESOUND_CHECK(one.num_chunks == 20 && Checkpoint::Inspect(first + "/checkpoint.rsnd").num_chunks == 20);
+
+  original.tables[0]->Sample(1, Deadline::AfterSeconds(5));  // 'fifo' changes
+  const CheckpointSummary two = Checkpoint::SaveDirectory(original.raw(), second, first, {"heap", "prio"});
+  RESOUND_CHECK(!two.files[0].reused && two.files[1].reused);
+  struct stat a {};
+  struct stat b {};
+  RESOUND_CHECK(::stat((first + "/tables-1.rsnd").c_str(), &a) == 0);
+  RESOUND_CHECK(::stat((second + "/tables-1.rsnd").c_str(), &b) == 0 && a.st_ino == b.st_ino);
+  RESOUND_CHECK(two.num_chunks == 20 && two.chunk_bytes == one.chunk_bytes);
+
+  Fixture restored;
+  Checkpoint::Load(second + "/checkpoint.rsnd", restored.raw());
+  for (size_t t = 0; t < 3; ++t) test_tables::CheckSameState(*original.tables[t], *restored.tables[t], true);
+  RESOUND_CHECK(restored.store->num_chunks() == 20);
+
+  // The second file damaged (a copy: the first directory links it): no table
+  // is restored, though the first file reads fine.
+  const std::string linked = second + "/tables-1.rsnd";
+  std::vector<char> bytes = Contents(linked);
+  bytes[bytes.size() / 2] ^= 0x5a;
+  std::remove(linked.c_str());
+  Store(linked, bytes);
+  Fixture target;
+  RESOUND_CHECK(Throws<DataLossError>([&] { Checkpoint::Load(second + "/checkpoint.rsnd", target.raw()); }));
+  for (const auto& table : target.tables) RESOUND_CHECK(table->size() == 0);
+
+  for (const std::string& path : {first, second}) {
+    for (const char* name : {"/checkpoint.rsnd", "/tables-0.rsnd", "/tables-1.rsnd"}) {
+      std::remove((path + name).c_str());
+    }
+    ::rmdir(path.c_str());
+  }
+}
+
 }  // namespace
 }  // namespace resound
 
@@ -198,5 +258,6 @@ int main() {
   resound::RoundTripIntoAnotherProcessLikeStore(directory);
   resound::RefusesMismatchesAndChangesNothing(directory);
   resound::DamageIsRefusedWithNothingChanged(directory);
+  resound::DirectoriesGroupTablesAndLinkUnchangedFiles(directory);
   return 0;
 }

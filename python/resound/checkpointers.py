@@ -1,17 +1,24 @@
 """Checkpointers (Reverb's ``reverb.checkpointers``): where a server writes
 checkpoints of its tables, and which one it restores when it starts.
 
-A checkpoint is a directory, ``<path>/checkpoint-<UTC time>/``, holding one
-file, ``checkpoint.rsnd``, with every table's configuration, items, their
-chunks (each once), priorities, times sampled, rate limiter counters and
-the selectors' order, so that Fifo, Lifo and heap tables sample in the same
-order after a restore. ``Client.checkpoint()`` returns the directory, as
-Reverb's does. The file format is resound's own
-(docs/checkpoint-format.md): versioned, checksummed per record, written
-under a temporary name, synced and only then given its name. Saving takes
-only references under each table's lock; inserts and samples go on while
-the file is written. Checkpoint files of the earlier layout
-(``<path>/checkpoint-<UTC time>.rsnd``) are still found and restored.
+A checkpoint is a directory, ``<path>/checkpoint-<UTC time>/``, holding
+table files, ``tables-<k>.rsnd``, and their manifest, ``checkpoint.rsnd``.
+The tables hold every table's configuration, items, their chunks (each
+once), priorities, times sampled, rate limiter counters and the selectors'
+order, so that Fifo, Lifo and heap tables sample in the same order after a
+restore; tables that share chunks (items of one writer in two tables) are
+in one file, others each in a file of their own, so that a periodic
+checkpoint (``Server.checkpoint(skip_unchanged=True)``) links the files of
+tables that did not change from the previous checkpoint instead of writing
+them again. ``Client.checkpoint()`` returns the directory, as Reverb's
+does. The file format is resound's own (docs/checkpoint-format.md):
+versioned, checksummed per record, written under a temporary name, synced
+and only then given its name; the manifest is written last, so a directory
+counts as a checkpoint only once all of it is there. Saving takes only
+references under each table's lock; inserts and samples go on while the
+files are written. Checkpoints of the earlier layouts (a directory holding
+one file ``checkpoint.rsnd`` of every table, or a file
+``<path>/checkpoint-<UTC time>.rsnd``) are still found and restored.
 
 Restoring into a server whose tables are configured differently, the
 checkpoint's configuration wins, as in Reverb: each restored table takes the
@@ -27,12 +34,14 @@ A checkpointer keeps the newest ``keep_latest`` of its checkpoints and
 deletes older ones; it never deletes a directory or file whose name it would
 not have written, nor a directory holding anything besides its checkpoint.
 
-A save writes its file as ``checkpoint.rsnd.<pid>.tmp`` first. A process
-killed mid-save leaves that temporary (as large as the checkpoint; a crash
-loop would fill the disk): when a server starts and after each successful
-save, the checkpointer removes the temporaries of processes that no longer
-run (and of earlier processes that had this one's pid), and then their
-checkpoint directories if nothing else is in them.
+A save opens its manifest as ``checkpoint.rsnd.<pid>.tmp`` first and
+writes each table file as ``tables-<k>.rsnd.<pid>.tmp`` before giving it
+its name. A process killed mid-save leaves those temporaries (as large as
+the checkpoint; a crash loop would fill the disk): when a server starts and
+after each successful save, the checkpointer removes the temporaries of
+processes that no longer run (and of earlier processes that had this one's
+pid), the table files of a directory that has no manifest, and then the
+directory if nothing else is in it.
 
 Example:
     >>> import os, tempfile, numpy as np, resound
@@ -44,8 +53,8 @@ Example:
     >>> client = server.in_process_client()
     >>> client.insert({'x': np.arange(3)}, priorities={'q': 1.0})
     >>> path = client.checkpoint()
-    >>> os.listdir(path)
-    ['checkpoint.rsnd']
+    >>> sorted(os.listdir(path))
+    ['checkpoint.rsnd', 'tables-0.rsnd']
     >>> server.stop()
     >>> restored = resound.Server(tables(), listen=False,
     ...                           checkpointer=resound.checkpointers.DefaultCheckpointer(directory))
@@ -66,7 +75,7 @@ import stat
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from resound import _checkpoint_tables, _core
@@ -91,11 +100,17 @@ __all__ = [
 # directory holding FILE_NAME, or (the earlier layout) a file of its own.
 _NAME = re.compile(r"checkpoint-(\d{8}T\d{6}\.\d{9}Z)(?:-(\d+))?")
 _LEGACY_SUFFIX = ".rsnd"
-# The checkpoint file inside a checkpoint directory.
+# The checkpoint file inside a checkpoint directory: the manifest of its
+# table files (or, in the earlier layout, the one file of every table).
 FILE_NAME = "checkpoint.rsnd"
-# The temporary a save writes FILE_NAME as, holding the saving process's pid
+# A checkpoint directory's table files (CheckpointManifest::TableFileName).
+_TABLE_FILE = r"tables-(?:0|[1-9][0-9]{0,8})\.rsnd"
+_TABLE_FILE_NAME = re.compile(_TABLE_FILE)
+# The temporaries a save writes those as, holding the saving process's pid
 # (CheckpointFileWriter::TemporaryPathOf).
-_TEMPORARY = re.compile(re.escape(FILE_NAME) + r"\.([1-9][0-9]{0,9})\.tmp")
+_TEMPORARY = re.compile(
+    "(?:" + re.escape(FILE_NAME) + "|" + _TABLE_FILE + r")\.([1-9][0-9]{0,9})\.tmp"
+)
 # The checkpoint files this process is saving now: a temporary holding this
 # process's pid is stale unless its file is among them (an earlier process
 # had the pid: containers restart servers under the same pid).
@@ -117,9 +132,10 @@ def checkpoint_file(path: str | os.PathLike[str]) -> str:
 def inspect(path: str | os.PathLike[str]) -> dict[str, Any]:
     """What the checkpoint at ``path`` (a checkpoint directory, or its file)
     holds, after checking all of it: ``tables`` (name, selectors, max_size,
-    rate limiter, counters, num_items), ``num_chunks``, ``chunk_bytes`` and
-    ``file_bytes``. CheckpointError if the file is damaged or not a
-    checkpoint."""
+    rate limiter, counters, num_items), ``files`` (a directory's table
+    files: name, tables, bytes), ``num_chunks``, ``chunk_bytes`` and
+    ``file_bytes`` (all files together). CheckpointError if a file is
+    damaged or not a checkpoint."""
     return _core.inspect_checkpoint(checkpoint_file(path))
 
 
@@ -209,6 +225,8 @@ class DefaultCheckpointer(CheckpointerBase):
         )
         self._keep_latest = keep_latest
         self._lock = threading.Lock()
+        # The summary of the newest save (see save): what it wrote and linked.
+        self.last_save: dict[str, Any] | None = None
 
     @property
     def path(self) -> str:
@@ -244,8 +262,28 @@ class DefaultCheckpointer(CheckpointerBase):
             ours.append(((match.group(1), int(match.group(2) or 0)), path))
         return sorted(ours)
 
-    def save(self, tables: Sequence[Table]) -> str:
-        """Writes a new checkpoint directory; returns its path."""
+    def save(
+        self,
+        tables: Sequence[Table],
+        *,
+        previous: str | None = None,
+        unchanged: Collection[str] = (),
+    ) -> str:
+        """Writes a new checkpoint directory; returns its path.
+
+        Args:
+          tables: the tables to write.
+          previous: an earlier checkpoint directory; the table files in it
+            whose tables are all in ``unchanged`` (and are grouped the same
+            way now) are hard-linked into the new directory rather than
+            written again (written after all where linking fails, e.g.
+            across file systems). ``last_save`` tells which were.
+          unchanged: names of tables that have not changed since
+            ``previous`` was written (the caller knows: Server counts each
+            table's changes).
+        """
+        if isinstance(unchanged, str):
+            raise TypeError("unchanged must be a collection of table names, not a str")
         with self._lock:
             os.makedirs(self._path, exist_ok=True)
             now = time.time_ns()
@@ -271,10 +309,15 @@ class DefaultCheckpointer(CheckpointerBase):
             with _saving_lock:
                 _saving.add(file)
             try:
-                _core.save_checkpoint([table._core for table in tables], file)
+                self.last_save = _core.save_checkpoint_directory(
+                    [table._core for table in tables],
+                    directory,
+                    "" if previous is None else os.fspath(previous),
+                    sorted(unchanged) if previous is not None else [],
+                )
             except BaseException:
                 with contextlib.suppress(OSError):
-                    os.rmdir(directory)  # empty: the file appears only when complete
+                    os.rmdir(directory)  # empty: the save removes its files when it fails
                 raise
             finally:
                 with _saving_lock:
@@ -322,6 +365,12 @@ class DefaultCheckpointer(CheckpointerBase):
                         match.group(1),
                     )
             if len(removed) > before and not os.path.exists(os.path.join(directory, FILE_NAME)):
+                # No manifest: the table files of the save it killed are no
+                # checkpoint (linked ones would keep older files alive).
+                for entry in entries:
+                    if _TABLE_FILE_NAME.fullmatch(entry):
+                        with contextlib.suppress(FileNotFoundError):
+                            os.remove(os.path.join(directory, entry))
                 with contextlib.suppress(OSError):  # someone else's files in it: left alone
                     os.rmdir(directory)
         return removed
@@ -468,16 +517,21 @@ def _left_by_a_gone_process(directory: str, pid: int) -> bool:
 
 def _remove_checkpoint(path: str) -> None:
     """Deletes one of the checkpointer's own checkpoints: a legacy file, or
-    a directory's file (and leftover temporary files: the checkpoint is
-    complete, so no save is writing them) and then the directory if nothing
-    else is in it."""
+    a directory's manifest, table files (a table file linked into a newer
+    checkpoint lives on there) and leftover temporary files (the checkpoint
+    is complete, so no save is writing them), and then the directory if
+    nothing else is in it."""
     if path.endswith(_LEGACY_SUFFIX) and not os.path.isdir(path):
         with contextlib.suppress(FileNotFoundError):  # removed by someone else
             os.remove(path)
         return
     names = [FILE_NAME, FILE_NAME + ".tmp"]  # (the latter: from earlier versions)
     with contextlib.suppress(OSError):
-        names += [name for name in os.listdir(path) if _TEMPORARY.fullmatch(name)]
+        names += [
+            name
+            for name in os.listdir(path)
+            if _TEMPORARY.fullmatch(name) or _TABLE_FILE_NAME.fullmatch(name)
+        ]
     for name in names:
         with contextlib.suppress(FileNotFoundError):
             os.remove(os.path.join(path, name))

@@ -415,9 +415,11 @@ class Server:
         checkpointer's directory): its directory is returned, and the skip is
         logged. A table changes with every insert, deletion, sample (which
         counts times_sampled), priority update and reset, so a restore from
-        the returned checkpoint gives the same state as a new one would. A
-        checkpoint is one file holding every table, so when any table
-        changed all are written again (the log names the unchanged ones).
+        the returned checkpoint gives the same state as a new one would. When
+        some tables changed, a new checkpoint is written in which the files
+        of the unchanged ones (tables sharing no chunk with a changed table)
+        are hard-links to the last checkpoint's, not written again; the log
+        names them. Without ``skip_unchanged`` every table is written.
 
         A server without a checkpointer writes into one directory of its own,
         ``<tempfile.gettempdir()>/resound-checkpoints-pid<pid>/server-<n>``,
@@ -454,7 +456,16 @@ class Server:
             _LOGGER.info("checkpoint skipped: no table changed since %s", last[0])
             return last[0]
         started = time.perf_counter()
-        path = checkpointer.save(list(self._tables.values()))
+        reused: list[str] = []
+        if skip_unchanged and last is not None and isinstance(checkpointer, DefaultCheckpointer):
+            # Files of unchanged tables are linked from the last checkpoint.
+            path = checkpointer.save(
+                list(self._tables.values()), previous=last[0], unchanged=unchanged
+            )
+            summary = checkpointer.last_save or {}
+            reused = [name for f in summary.get("files", []) if f["reused"] for name in f["tables"]]
+        else:
+            path = checkpointer.save(list(self._tables.values()))
         with self._checkpoint_lock:
             self._last_checkpoint = (path, changes)
         _LOGGER.info(
@@ -462,7 +473,7 @@ class Server:
             path,
             self._contents(),
             time.perf_counter() - started,
-            f"; unchanged since the last: {', '.join(unchanged)}" if unchanged else "",
+            f"; linked unchanged from the last: {', '.join(reused)}" if reused else "",
         )
         return path
 

@@ -78,6 +78,9 @@ def inspect_main(argv: Sequence[str]) -> int:
             f"    {table['rate_limiter']}; inserts {table['insert_count']:,}, samples "
             f"{table['sample_count']:,}, deletes {table['delete_count']:,}"
         )
+    for file in summary.get("files", []):
+        tables = ", ".join(repr(name) for name in file["tables"])
+        print(f"  file {file['name']}: {file['bytes']:,} bytes; table(s) {tables}")
     return 0
 
 

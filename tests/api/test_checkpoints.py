@@ -24,7 +24,7 @@ import resound
 from resound import checkpointers, rate_limiters, selectors
 from resound.errors import CheckpointError
 
-from helpers.checkpoint_files import file_of, records_of
+from helpers.checkpoint_files import file_of, records_of, table_file
 from helpers.waiting import SAFETY
 
 SELECTORS: dict[str, Callable[[], Any]] = {
@@ -167,12 +167,16 @@ def test_checkpoint_over_grpc_returns_the_servers_path(
     path = client.checkpoint()
     # A directory holding the file, as Reverb returns a directory.
     assert os.path.dirname(path) == str(tmp_path) and os.path.isdir(path)
-    assert os.listdir(path) == [checkpointers.FILE_NAME]
+    # One table file: the tables share their chunk, so they are in one file.
+    assert sorted(os.listdir(path)) == [checkpointers.FILE_NAME, "tables-0.rsnd"]
     summary = checkpointers.inspect(path)
     assert checkpointers.inspect(os.path.join(path, checkpointers.FILE_NAME)) == summary
     assert [t["name"] for t in summary["tables"]] == ["main", "other"]
     assert [t["num_items"] for t in summary["tables"]] == [1, 1]
     assert summary["num_chunks"] == 1  # shared by both tables, stored once
+    assert [(f["name"], f["tables"]) for f in summary["files"]] == [
+        ("tables-0.rsnd", ["main", "other"])
+    ]
 
 
 def test_keeps_the_newest_and_never_deletes_other_files(tmp_path: Any) -> None:
@@ -360,7 +364,7 @@ def test_checkpoint_files_of_the_earlier_layout_still_load(tmp_path: Any) -> Non
     source = checkpointers.DefaultCheckpointer(tmp_path / "new")
     server = resound.Server(make_tables(), listen=False, checkpointer=source)
     server.in_process_client().insert({"x": np.int64(1)}, priorities={"main": 1.0})
-    file = checkpointers.checkpoint_file(server.checkpoint())
+    file = table_file(server.checkpoint())  # a one-file checkpoint (of "main")
     legacy = tmp_path / "old"
     legacy.mkdir()
     name = "checkpoint-20240101T000000.000000000Z.rsnd"  # one file in the directory
@@ -386,7 +390,7 @@ def test_chunks_of_a_dtype_now_refused_at_insert_still_load_from_checkpoints(
     client = server.in_process_client()
     client.insert({"x": np.bytes_(b"abc")}, priorities={"main": 1.0})  # a '|S3' chunk
     client.insert({"x": np.float32(2.5)}, priorities={"main": 1.0})
-    data = Path(checkpointers.checkpoint_file(server.checkpoint())).read_bytes()
+    data = Path(table_file(server.checkpoint())).read_bytes()
     client.reset("main")  # its chunks go (the chunk store is the process's)
     records = records_of(data)
     (index,) = [i for i, (_, payload) in enumerate(records) if b"|S3" in payload]
@@ -452,7 +456,7 @@ def test_damaged_checkpoints_are_refused_with_the_file_named(tmp_path: Any) -> N
     source = checkpointers.DefaultCheckpointer(tmp_path / "good")
     server = resound.Server(make_tables(), listen=False, checkpointer=source)
     fill(server.in_process_client(), "min_size", seed=1)
-    with open(checkpointers.checkpoint_file(server.checkpoint()), "rb") as file:
+    with open(table_file(server.checkpoint()), "rb") as file:
         good = file.read()
     rng = random.Random(0)
     damaged = tmp_path / "damaged.rsnd"
@@ -582,15 +586,17 @@ def test_a_process_killed_mid_save_leaves_the_previous_checkpoint_and_no_tempora
     assert process.stdout is not None
     first = process.stdout.readline().strip()
     assert process.stdout.readline().strip() == "saving"
-    # Kill it while a save of ~400 MB is being written.
-    while not temporaries(tmp_path):
+    # Kill it while the table file of a save of ~400 MB is being written.
+    while not [path for path in temporaries(tmp_path) if "tables-" in path]:
         if process.poll() is not None:
             pytest.fail("the saver ended by itself")
     process.send_signal(signal.SIGKILL)
     process.wait(SAFETY)
     process.stdout.close()
-    (left,) = temporaries(tmp_path)  # named with the saver's pid
-    assert os.path.basename(left) == f"{checkpointers.FILE_NAME}.{process.pid}.tmp"
+    # The manifest's temporary and the table file's, named with the saver's pid.
+    manifest, left = temporaries(tmp_path)  # (sorted: checkpoint.rsnd... first)
+    assert os.path.basename(manifest) == f"{checkpointers.FILE_NAME}.{process.pid}.tmp"
+    assert os.path.basename(left) == f"tables-0.rsnd.{process.pid}.tmp"
     latest = checkpointers.DefaultCheckpointer(tmp_path).checkpoints()[-1]
     assert latest >= first
     table = resound.Table("big", selectors.Fifo(), selectors.Fifo(), 4000, rate_limiters.MinSize(1))
@@ -631,10 +637,16 @@ def test_temporaries_of_processes_gone_are_removed_at_start_and_after_each_save(
         (shared.parent / "notes.txt").write_text("someone else's")
         not_ours = left("", gone, directory="elsewhere")
         earlier = left("4", None)  # no pid (earlier versions): whose, unknown
+        # Killed after its table files, before the manifest: they go too.
+        killed_late = left("6", gone)
+        (killed_late.parent / "tables-0.rsnd").write_bytes(b"\0" * 1000)
+        (saving.parent / "tables-0.rsnd").write_bytes(b"\0" * 1000)  # still being saved
         checkpointer = checkpointers.DefaultCheckpointer(tmp_path)
         server = resound.Server(make_tables(), listen=False, checkpointer=checkpointer)
         assert temporaries(tmp_path) == sorted(map(str, [saving, not_ours, earlier]))
         assert not stale.parent.exists() and not mine.parent.exists()
+        assert not killed_late.parent.exists()
+        assert sorted(os.listdir(saving.parent)) == [saving.name, "tables-0.rsnd"]
         assert sorted(os.listdir(shared.parent)) == ["notes.txt"]
         # A save removes those left since.
         again = left("5", gone_pid())

@@ -46,3 +46,13 @@ def file_of(header: bytes, records: list[tuple[int, bytes]]) -> bytes:
         head = struct.pack("<IQ", kind, len(payload))
         parts += [head, payload, struct.pack("<I", crc32c(head + payload))]
     return b"".join(parts)
+
+
+def table_file(directory: str, index: int = 0) -> str:
+    """The ``index``-th table file of a checkpoint directory: a whole
+    checkpoint file by itself (of the one-file layout) of its tables."""
+    import os
+
+    path = os.path.join(directory, f"tables-{index}.rsnd")
+    assert os.path.isfile(path), sorted(os.listdir(directory))
+    return path

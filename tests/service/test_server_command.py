@@ -278,14 +278,14 @@ def test_checkpoints_periodically_and_inspect_reports_them(config, tmp_path):
         "--keep-checkpoints", "1",
     )  # fmt: skip
     copy = tmp_path / "copy"  # a checkpoint directory, as the server writes them
-    copy.mkdir()
 
     def a_checkpoint_holds_the_item() -> bool:
         # The server replaces its one checkpoint every 0.2 s: copy it first.
         for path in reversed(checkpointers.DefaultCheckpointer(directory).checkpoints()):
+            shutil.rmtree(copy, ignore_errors=True)
             try:
-                shutil.copyfile(checkpointers.checkpoint_file(path), copy / checkpointers.FILE_NAME)
-            except FileNotFoundError:
+                shutil.copytree(path, copy)
+            except (FileNotFoundError, shutil.Error):
                 continue  # replaced meanwhile
             return checkpointers.inspect(copy)["tables"][0]["num_items"] == 1
         return False
@@ -298,7 +298,9 @@ def test_checkpoints_periodically_and_inspect_reports_them(config, tmp_path):
     finally:
         assert served.stop() == 0
     (kept,) = directory.iterdir()  # older ones were deleted
-    assert kept.is_dir() and [p.name for p in kept.iterdir()] == [checkpointers.FILE_NAME]
+    # The manifest and a file of each table (they share no chunk).
+    names = sorted(p.name for p in kept.iterdir())
+    assert kept.is_dir() and names == [checkpointers.FILE_NAME, "tables-0.rsnd", "tables-1.rsnd"]
     # inspect takes the directory (as client.checkpoint() returns it) or its file.
     for path in (copy, copy / checkpointers.FILE_NAME):
         report = subprocess.run(
@@ -308,6 +310,7 @@ def test_checkpoints_periodically_and_inspect_reports_them(config, tmp_path):
         assert f"checkpoint {path}" in report.stdout
         assert "table 'replay': 1 items; sampler prioritized, remover fifo" in report.stdout
         assert "table 'queue': 0 items; sampler fifo, remover fifo" in report.stdout
+        assert "file tables-0.rsnd:" in report.stdout and "table(s) 'replay'" in report.stdout
         assert "bytes of data; 2 table(s)" in report.stdout
 
 
