@@ -1,0 +1,57 @@
+// The unit of the local transport's protocol (docs/local-transport.md): one
+// SOCK_SEQPACKET message, a fixed 40-byte header followed by an inline
+// payload of at most kMaxInlineBytes, or a payload in the sender's shared
+// memory region that the header points at.
+//
+// Every field comes from another process: Decode checks the magic, version,
+// kind and lengths, and the receiver checks offsets against its region
+// (SharedMemory::View), before anything else reads the frame.
+#ifndef RESOUND_LOCAL_FRAME_H_
+#define RESOUND_LOCAL_FRAME_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace resound::local {
+
+struct Frame {
+  static constexpr uint32_t kMagic = 0x464c5352;  // "RSLF"
+  static constexpr uint16_t kVersion = 1;
+  static constexpr size_t kHeaderBytes = 40;
+  // Larger payloads go through shared memory (a socket buffer holds ~200 KB).
+  static constexpr size_t kMaxInlineBytes = 64 * 1024;
+
+  enum Kind : uint16_t {
+    kHello = 1,     // client -> server: its upload region (fd), asks to be let in
+    kWelcome = 2,   // server -> client: the server's download region (fd), token
+    kRequest = 3,   // client -> server: one call of `method`
+    kResponse = 4,  // server -> client: the call's answer (kLast on the final one)
+    kError = 5,     // server -> client: the call failed; payload u32 code, text
+  };
+  enum Flags : uint32_t {
+    kInShared = 1,  // the payload is [offset, offset + length) of the sender's region
+    kLast = 2,      // the last response to the request
+  };
+
+  uint16_t kind = 0;
+  uint32_t method = 0;
+  uint32_t flags = 0;
+  uint64_t request_id = 0;
+  uint64_t offset = 0;  // with kInShared
+  uint64_t length = 0;  // payload bytes (inline: those after the header)
+
+  bool in_shared() const noexcept { return (flags & kInShared) != 0; }
+  bool last() const noexcept { return (flags & kLast) != 0; }
+
+  // Writes the header into out[0, kHeaderBytes).
+  void Encode(std::span<std::byte, kHeaderBytes> out) const noexcept;
+  // Reads a received message's header; InvalidArgumentError naming the
+  // problem (short message, magic, version, kind, an inline length that does
+  // not match the bytes that came, an inline payload above the limit).
+  static Frame Decode(std::span<const std::byte> message);
+};
+
+}  // namespace resound::local
+
+#endif  // RESOUND_LOCAL_FRAME_H_

@@ -1,0 +1,149 @@
+#include "resound/local/local_client.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <system_error>
+#include <utility>
+
+#include "resound/errors.h"
+#include "resound/local/frame.h"
+#include "resound/local/local_connection.h"
+#include "resound/local/status_codes.h"
+
+namespace resound::local {
+namespace {
+
+// The most token bytes a welcome may carry.
+constexpr size_t kMaxTokenBytes = 1024;
+
+}  // namespace
+
+LocalClient::LocalClient(const std::string& path, size_t upload_bytes, size_t download_bytes,
+                         const Deadline& deadline)
+    : socket_(LocalSocket::Connect(path)) {
+  upload_ = SharedMemory::Create("resound-local-upload", upload_bytes, false);
+  Frame hello;
+  hello.kind = Frame::kHello;
+  hello.length = 16;
+  std::array<std::byte, Frame::kHeaderBytes> header{};
+  hello.Encode(header);
+  std::array<std::byte, 16> sizes{};
+  const uint64_t up = upload_bytes;
+  const uint64_t down = download_bytes;
+  std::memcpy(sizes.data(), &up, 8);
+  std::memcpy(sizes.data() + 8, &down, 8);
+  const std::span<const std::byte> parts[] = {header, sizes};
+  const int fd = upload_.fd();
+  // A server that does not let this process in closes the connection
+  // unanswered: the hello's send or the welcome's receive then fails.
+  const std::string refused = "local connection to " + path + ": the server closed it (not let in?)";
+  try {
+    socket_.Send(parts, {&fd, 1});
+  } catch (const std::system_error&) {
+    throw StatusError(kUnavailable, refused);
+  }
+  if (socket_.WaitReadable(deadline) != LocalSocket::Wait::kReadable) {
+    throw DeadlineExceededError("local connection to " + path + ": no welcome before the deadline");
+  }
+  std::vector<UniqueFd> fds;
+  bool received = false;
+  try {
+    received = socket_.Receive(message_, Frame::kHeaderBytes + Frame::kMaxInlineBytes, fds);
+  } catch (const std::system_error&) {
+  }
+  if (!received) throw StatusError(kUnavailable, refused);
+  const Frame welcome = Frame::Decode(message_);
+  const std::span<const std::byte> payload(message_.data() + Frame::kHeaderBytes, message_.size() - Frame::kHeaderBytes);
+  if (welcome.kind == Frame::kError && payload.size() >= sizeof(uint32_t)) {
+    uint32_t code;
+    std::memcpy(&code, payload.data(), sizeof code);
+    throw StatusError(code, std::string(reinterpret_cast<const char*>(payload.data()) + sizeof code,
+                                        payload.size() - sizeof code));
+  }
+  if (welcome.kind != Frame::kWelcome || welcome.in_shared() || fds.size() != 1 || payload.size() > kMaxTokenBytes) {
+    throw InvalidArgumentError("local connection to " + path + ": not a resound server's welcome");
+  }
+  token_.assign(reinterpret_cast<const char*>(payload.data()), payload.size());
+  download_ = SharedMemory::Adopt(std::move(fds.front()), download_bytes, true);
+}
+
+LocalClient::Response LocalClient::Call(uint32_t method, size_t size, const Deadline& deadline) {
+  if (method == LocalConnection::kContinueMethod) throw InvalidArgumentError("local call: method 0 is Continue");
+  if (size > upload_.size()) {
+    throw InvalidArgumentError("local call: a request of " + std::to_string(size) + " bytes, above the region's " +
+                               std::to_string(upload_.size()));
+  }
+  return Exchange(method, size, deadline);
+}
+
+LocalClient::Response LocalClient::Continue(const Deadline& deadline) {
+  return Exchange(LocalConnection::kContinueMethod, 0, deadline);
+}
+
+LocalClient::Response LocalClient::Exchange(uint32_t method, size_t size, const Deadline& deadline) {
+  if (broken_) throw StatusError(kUnavailable, "local connection: broken by an earlier call");
+  Frame request;
+  request.kind = Frame::kRequest;
+  request.method = method;
+  request.flags = Frame::kInShared;
+  request.request_id = next_request_++;
+  request.length = size;
+  std::array<std::byte, Frame::kHeaderBytes> header{};
+  request.Encode(header);
+  const std::span<const std::byte> parts[] = {header};
+  try {
+    socket_.Send(parts);
+  } catch (const std::system_error& error) {
+    broken_ = true;
+    throw StatusError(kUnavailable, std::string("local connection: the server went away (") + error.what() + ")");
+  }
+  const LocalSocket::Wait waited = socket_.WaitReadable(deadline);
+  if (waited != LocalSocket::Wait::kReadable) {
+    broken_ = true;  // the answer may still come: this connection cannot be reused
+    socket_.Close();
+    throw DeadlineExceededError("local call: no answer before the deadline");
+  }
+  std::vector<UniqueFd> fds;
+  bool received = false;
+  try {
+    received = socket_.Receive(message_, Frame::kHeaderBytes + Frame::kMaxInlineBytes, fds);
+  } catch (const std::system_error&) {
+  }
+  if (!received) {
+    broken_ = true;
+    throw StatusError(kUnavailable, "local connection: the server closed it");
+  }
+  Frame answer;
+  try {
+    answer = Frame::Decode(message_);
+    // Request 0: the server ending the connection over a broken frame.
+    const bool farewell = answer.kind == Frame::kError && answer.request_id == 0;
+    if (farewell) broken_ = true;
+    if ((answer.request_id != request.request_id && !farewell) || !fds.empty()) {
+      throw InvalidArgumentError("local call: an answer to another request");
+    }
+  } catch (const InvalidArgumentError&) {
+    broken_ = true;
+    throw;
+  }
+  const std::span<const std::byte> inline_payload(message_.data() + Frame::kHeaderBytes,
+                                                  message_.size() - Frame::kHeaderBytes);
+  if (answer.kind == Frame::kError) {
+    uint32_t code = kUnknown;
+    if (inline_payload.size() >= sizeof code) std::memcpy(&code, inline_payload.data(), sizeof code);
+    const size_t skip = std::min(inline_payload.size(), sizeof code);
+    throw StatusError(code, std::string(reinterpret_cast<const char*>(inline_payload.data()) + skip,
+                                        inline_payload.size() - skip));
+  }
+  if (answer.kind != Frame::kResponse) {
+    broken_ = true;
+    throw InvalidArgumentError("local call: expected a response frame");
+  }
+  Response response;
+  response.more = !answer.last();
+  response.payload = answer.in_shared() ? download_.View(answer.offset, answer.length) : inline_payload;
+  return response;
+}
+
+}  // namespace resound::local

@@ -1,0 +1,74 @@
+// The client's end of one local connection (see LocalConnection for the
+// protocol): the handshake, then calls one at a time, each payload written
+// straight into the upload region by the caller and each response read from
+// the server's download region, which this side can only map for reading.
+//
+// Not thread-safe: one call at a time (the Python transport keeps a pool of
+// these, one per concurrent call). A call that times out or whose server
+// went away leaves the client broken(): it is closed, and a new one is made
+// for the next call.
+#ifndef RESOUND_LOCAL_LOCAL_CLIENT_H_
+#define RESOUND_LOCAL_LOCAL_CLIENT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "resound/deadline.h"
+#include "resound/local/local_socket.h"
+#include "resound/local/shared_memory.h"
+
+namespace resound::local {
+
+class LocalClient {
+ public:
+  // Connects to the server at `path` and sets up regions of the given sizes
+  // (each at most what the server allows). std::system_error if nothing
+  // listens there (ENOENT, ECONNREFUSED) or the peer is not let in;
+  // StatusError for a refusal the server explains; DeadlineExceededError.
+  LocalClient(const std::string& path, size_t upload_bytes, size_t download_bytes, const Deadline& deadline);
+  LocalClient(const LocalClient&) = delete;
+  LocalClient& operator=(const LocalClient&) = delete;
+
+  // What the server sent in its welcome (docs/local-transport.md: the proof
+  // that this socket reaches the server that advertised it).
+  const std::string& token() const noexcept { return token_; }
+
+  // Where the caller writes a request's payload; capacity in bytes.
+  std::byte* request_buffer() noexcept { return upload_.data(); }
+  size_t request_capacity() const noexcept { return upload_.size(); }
+  size_t response_capacity() const noexcept { return download_.size(); }
+
+  struct Response {
+    std::span<const std::byte> payload;  // in the download region: valid until the next call
+    bool more = false;                   // the request is not done: Continue() for the rest
+  };
+  // Sends a request of `method` whose `size` payload bytes are at
+  // request_buffer() and waits for its answer until `deadline`.
+  // StatusError with the server's code and message for an error answer;
+  // StatusError(kUnavailable) if the server went away, and
+  // DeadlineExceededError if the deadline passed (both leave it broken()).
+  Response Call(uint32_t method, size_t size, const Deadline& deadline);
+  // The rest of the last request (after a response with `more`).
+  Response Continue(const Deadline& deadline);
+
+  bool broken() const noexcept { return broken_; }
+  int fd() const noexcept { return socket_.fd(); }
+
+ private:
+  Response Exchange(uint32_t method, size_t size, const Deadline& deadline);
+
+  LocalSocket socket_;
+  SharedMemory upload_;
+  SharedMemory download_;
+  std::string token_;
+  std::vector<std::byte> message_;
+  uint64_t next_request_ = 1;
+  bool broken_ = false;
+};
+
+}  // namespace resound::local
+
+#endif  // RESOUND_LOCAL_LOCAL_CLIENT_H_

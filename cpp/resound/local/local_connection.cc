@@ -1,0 +1,204 @@
+#include "resound/local/local_connection.h"
+
+#include <poll.h>
+
+#include <array>
+#include <cstring>
+#include <exception>
+#include <system_error>
+#include <utility>
+
+#include "resound/errors.h"
+#include "resound/local/frame.h"
+#include "resound/local/status_codes.h"
+
+namespace resound::local {
+namespace {
+
+constexpr size_t kHelloBytes = 16;  // u64 upload bytes, u64 download bytes
+
+uint64_t ReadU64(std::span<const std::byte> bytes, size_t at) {
+  uint64_t value;
+  std::memcpy(&value, bytes.data() + at, sizeof value);
+  return value;
+}
+
+std::span<const std::byte> AsBytes(const std::string& text) {
+  return {reinterpret_cast<const std::byte*>(text.data()), text.size()};
+}
+
+// Whether `fd` (if >= 0) is readable now: the server's stop signal.
+bool Readable(int fd) noexcept {
+  if (fd < 0) return false;
+  pollfd watched{fd, POLLIN, 0};
+  return ::poll(&watched, 1, 0) > 0 && (watched.revents & POLLIN) != 0;
+}
+
+}  // namespace
+
+class LocalConnection::Reply final : public LocalReply {
+ public:
+  Reply(LocalConnection& connection, uint64_t request_id, int stop_fd)
+      : connection_(connection), request_id_(request_id), stop_fd_(stop_fd) {}
+
+  std::byte* Allocate(size_t size) override {
+    return size <= connection_.download_.size() ? connection_.download_.data() : nullptr;
+  }
+  size_t capacity() const noexcept override { return connection_.download_.size(); }
+  void Send(size_t size, std::function<void(LocalReply&)> rest) override {
+    if (answered_) throw FailedPreconditionError("local reply: answered twice");
+    if (size > connection_.download_.size()) throw InvalidArgumentError("local reply: larger than the region");
+    answered_ = true;
+    connection_.rest_ = std::move(rest);
+    connection_.SendResponse(request_id_, size, !connection_.rest_);
+  }
+  void Fail(uint32_t code, const std::string& message) override {
+    if (answered_) throw FailedPreconditionError("local reply: answered twice");
+    answered_ = true;
+    connection_.rest_ = nullptr;
+    connection_.SendError(request_id_, code, message);
+  }
+  bool abandoned() const override {
+    if (Readable(stop_fd_)) return true;
+    // The client sends nothing while its request runs: anything readable is
+    // its hang-up (or a broken client, which ends the connection anyway).
+    pollfd watched{connection_.socket_.fd(), POLLIN, 0};
+    return ::poll(&watched, 1, 0) > 0 && watched.revents != 0;
+  }
+  bool answered() const noexcept { return answered_; }
+
+ private:
+  LocalConnection& connection_;
+  const uint64_t request_id_;
+  const int stop_fd_;
+  bool answered_ = false;
+};
+
+LocalConnection::LocalConnection(LocalSocket socket, ConnectionLimits limits, std::string token)
+    : socket_(std::move(socket)), limits_(limits), token_(std::move(token)) {}
+
+void LocalConnection::Run(LocalService& service, int stop_fd) noexcept {
+  try {
+    if (!Handshake(stop_fd)) return;
+    Serve(service, stop_fd);
+  } catch (const std::exception& error) {
+    // A broken client, or its socket gone: tell it why if it still listens.
+    end_reason_ = error.what();
+    try {
+      SendError(0, kInvalidArgument, std::string("local connection closed: ") + error.what());
+    } catch (const std::exception&) {
+    }
+  }
+}
+
+bool LocalConnection::Handshake(int stop_fd) {
+  const Deadline deadline = Deadline::AfterSeconds(limits_.handshake_seconds);
+  const LocalSocket::Wait waited = socket_.WaitReadable(deadline, stop_fd);
+  if (waited != LocalSocket::Wait::kReadable) {
+    end_reason_ = waited == LocalSocket::Wait::kStopped ? "server stopping" : "no hello within the handshake time";
+    return false;
+  }
+  std::vector<UniqueFd> fds;
+  if (!socket_.Receive(message_, Frame::kHeaderBytes + kHelloBytes, fds)) {
+    end_reason_ = "closed before its hello";
+    return false;
+  }
+  const Frame hello = Frame::Decode(message_);
+  if (hello.kind != Frame::kHello || hello.in_shared() || hello.length != kHelloBytes || fds.size() != 1) {
+    throw InvalidArgumentError("the first frame must be a hello with the client's region");
+  }
+  const std::span<const std::byte> payload(message_.data() + Frame::kHeaderBytes, kHelloBytes);
+  const uint64_t upload_bytes = ReadU64(payload, 0);
+  const uint64_t download_bytes = ReadU64(payload, 8);
+  for (const uint64_t bytes : {upload_bytes, download_bytes}) {
+    if (bytes == 0 || bytes > limits_.max_region_bytes) {
+      throw InvalidArgumentError("a region of " + std::to_string(bytes) + " bytes; this server allows 1 to " +
+                                 std::to_string(limits_.max_region_bytes));
+    }
+  }
+  upload_ = SharedMemory::Adopt(std::move(fds.front()), upload_bytes, false);
+  download_ = SharedMemory::Create("resound-local-download", download_bytes, true);
+
+  Frame welcome;
+  welcome.kind = Frame::kWelcome;
+  welcome.length = token_.size();
+  std::array<std::byte, Frame::kHeaderBytes> header{};
+  welcome.Encode(header);
+  const std::span<const std::byte> parts[] = {header, AsBytes(token_)};
+  const int fd = download_.fd();
+  socket_.Send(parts, {&fd, 1});
+  return true;
+}
+
+void LocalConnection::Serve(LocalService& service, int stop_fd) {
+  std::vector<UniqueFd> fds;
+  while (true) {
+    const LocalSocket::Wait waited = socket_.WaitReadable(Deadline::Never(), stop_fd);
+    if (waited == LocalSocket::Wait::kStopped) {
+      end_reason_ = "server stopping";
+      return;
+    }
+    if (!socket_.Receive(message_, Frame::kHeaderBytes + Frame::kMaxInlineBytes, fds)) {
+      end_reason_ = "closed by the client";
+      return;
+    }
+    if (!fds.empty()) throw InvalidArgumentError("a request carried descriptors");
+    const Frame frame = Frame::Decode(message_);
+    if (frame.kind != Frame::kRequest) throw InvalidArgumentError("expected a request frame");
+    // The payload is copied before anything reads it: the client can write
+    // its region at any time, and a checked value must stay what was checked.
+    if (frame.in_shared()) {
+      const std::span<const std::byte> shared = upload_.View(frame.offset, frame.length);
+      request_.assign(shared.begin(), shared.end());
+    } else {
+      request_.assign(message_.begin() + Frame::kHeaderBytes, message_.end());
+    }
+    Reply reply(*this, frame.request_id, stop_fd);
+    try {
+      if (frame.method == kContinueMethod) {
+        if (!rest_) throw FailedPreconditionError("nothing to continue: the last request is done");
+        auto rest = std::move(rest_);
+        rest_ = nullptr;
+        rest(reply);
+      } else {
+        rest_ = nullptr;
+        service.Handle(frame.method, request_, reply);
+      }
+      if (!reply.answered()) reply.Fail(kInternal, "the service gave no answer");
+    } catch (const std::system_error&) {
+      throw;  // the socket: the connection is over
+    } catch (const std::exception& error) {
+      if (!reply.answered()) reply.Fail(StatusCodeOf(error), error.what());
+    }
+  }
+}
+
+void LocalConnection::SendError(uint64_t request_id, uint32_t code, const std::string& message) const {
+  Frame frame;
+  frame.kind = Frame::kError;
+  frame.request_id = request_id;
+  // Cut to fit one inline frame.
+  const std::string text = message.substr(0, Frame::kMaxInlineBytes - sizeof(uint32_t));
+  frame.length = sizeof(uint32_t) + text.size();
+  std::array<std::byte, Frame::kHeaderBytes> header{};
+  frame.Encode(header);
+  std::array<std::byte, sizeof(uint32_t)> status{};
+  std::memcpy(status.data(), &code, sizeof code);
+  const std::span<const std::byte> parts[] = {header, status, AsBytes(text)};
+  socket_.Send(parts);
+}
+
+void LocalConnection::SendResponse(uint64_t request_id, size_t size, bool last) const {
+  Frame frame;
+  frame.kind = Frame::kResponse;
+  frame.request_id = request_id;
+  frame.flags = Frame::kInShared | (last ? static_cast<uint32_t>(Frame::kLast) : 0U);
+  frame.offset = 0;
+  frame.length = size;
+  std::array<std::byte, Frame::kHeaderBytes> header{};
+  frame.Encode(header);
+  const std::span<const std::byte> parts[] = {header};
+  socket_.Send(parts);
+}
+
+}  // namespace resound::local

@@ -1,0 +1,72 @@
+// The server's end of one local connection: the handshake that sets up its
+// two shared memory regions, then its requests, one at a time, each handed
+// to the service and answered before the next is read.
+//
+// One request in flight per connection keeps the regions simple: the
+// client writes a request's payload at the start of its upload region and
+// the server its response at the start of the download region, each read by
+// the other side before it writes again. A client that wants several calls
+// at once opens several connections.
+//
+// The client is not trusted: a malformed frame, a region that is not sealed
+// as required or larger than allowed, or a request before the handshake
+// ends the connection (after an error frame saying why); nothing it sent is
+// read before it was copied out of its region.
+#ifndef RESOUND_LOCAL_LOCAL_CONNECTION_H_
+#define RESOUND_LOCAL_LOCAL_CONNECTION_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "resound/local/local_service.h"
+#include "resound/local/local_socket.h"
+#include "resound/local/shared_memory.h"
+
+namespace resound::local {
+
+struct ConnectionLimits {
+  size_t max_region_bytes = size_t{256} << 20;  // each direction
+  double handshake_seconds = 10.0;
+};
+
+class LocalConnection {
+ public:
+  // Method 0: the rest of the previous request (see LocalReply::Send).
+  static constexpr uint32_t kContinueMethod = 0;
+
+  LocalConnection(LocalSocket socket, ConnectionLimits limits, std::string token);
+  LocalConnection(const LocalConnection&) = delete;
+  LocalConnection& operator=(const LocalConnection&) = delete;
+
+  // Serves the connection until the client closes it, `stop_fd` becomes
+  // readable or the client breaks the protocol; never throws.
+  void Run(LocalService& service, int stop_fd) noexcept;
+
+  // A short description of why the connection ended (for the server's log).
+  const std::string& end_reason() const noexcept { return end_reason_; }
+
+ private:
+  class Reply;
+
+  bool Handshake(int stop_fd);
+  void Serve(LocalService& service, int stop_fd);
+  void SendError(uint64_t request_id, uint32_t code, const std::string& message) const;
+  void SendResponse(uint64_t request_id, size_t size, bool last) const;
+
+  LocalSocket socket_;
+  const ConnectionLimits limits_;
+  const std::string token_;
+  SharedMemory upload_;    // the client's: request payloads
+  SharedMemory download_;  // ours: response payloads
+  std::vector<std::byte> message_;
+  std::vector<std::byte> request_;  // the current request's payload, copied
+  std::function<void(LocalReply&)> rest_;
+  std::string end_reason_;
+};
+
+}  // namespace resound::local
+
+#endif  // RESOUND_LOCAL_LOCAL_CONNECTION_H_

@@ -1,0 +1,47 @@
+// What a LocalServer does with the calls that reach it: the interface
+// between the transport (sockets, frames, shared memory: LocalServer) and
+// the replay service behind it (ReplayLocalService, or a test's own).
+#ifndef RESOUND_LOCAL_LOCAL_SERVICE_H_
+#define RESOUND_LOCAL_LOCAL_SERVICE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+
+namespace resound::local {
+
+// The answer to one request, written by the service. A response is written
+// into the connection's download region (`Allocate` and `Send`), or an
+// error sent instead (`Fail`); exactly one of the two, once per request.
+class LocalReply {
+ public:
+  virtual ~LocalReply() = default;
+  // Room for a response of `size` bytes, in shared memory the client reads;
+  // nullptr if it holds less than `size` (capacity() says how much).
+  virtual std::byte* Allocate(size_t size) = 0;
+  virtual size_t capacity() const noexcept = 0;
+  // Sends the `size` bytes written at Allocate's pointer. With `more`, the
+  // request is not done: the client asks for the rest (a Continue request),
+  // which runs `rest` with a new reply.
+  virtual void Send(size_t size, std::function<void(LocalReply&)> rest = {}) = 0;
+  // Fails the request with a gRPC status code and a message for the user.
+  virtual void Fail(uint32_t code, const std::string& message) = 0;
+  // Whether the client hung up or the server is stopping: a service waiting
+  // in slices (for a rate limiter) gives up then.
+  virtual bool abandoned() const = 0;
+};
+
+class LocalService {
+ public:
+  virtual ~LocalService() = default;
+  // Answers one request of `method` whose payload is `request` (the server's
+  // own copy: the client can no longer change it). Exceptions become errors
+  // (InvalidArgumentError: INVALID_ARGUMENT, and so on).
+  virtual void Handle(uint32_t method, std::span<const std::byte> request, LocalReply& reply) = 0;
+};
+
+}  // namespace resound::local
+
+#endif  // RESOUND_LOCAL_LOCAL_SERVICE_H_

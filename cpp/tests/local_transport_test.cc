@@ -1,0 +1,310 @@
+// The local transport's plumbing, with a test service: handshake and
+// calls, errors and continuations, and the refusals that keep a client from
+// harming the server (another user, regions not sealed or too large,
+// malformed frames), each leaving the server serving the next client.
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "check.h"
+#include "resound/errors.h"
+#include "resound/local/frame.h"
+#include "resound/local/local_client.h"
+#include "resound/local/local_server.h"
+#include "resound/local/shared_memory.h"
+#include "resound/local/status_codes.h"
+
+namespace resound::local {
+namespace {
+
+constexpr uint32_t kEcho = 1;     // answers the request's bytes
+constexpr uint32_t kFail = 2;     // fails with NOT_FOUND
+constexpr uint32_t kHalves = 3;   // answers in two parts (a continuation)
+constexpr uint32_t kWait = 4;     // waits until abandoned
+constexpr uint32_t kSilent = 5;   // gives no answer
+
+class TestService final : public LocalService {
+ public:
+  std::atomic<int> waiting{0};
+  std::atomic<int> abandoned{0};
+
+  void Handle(uint32_t method, std::span<const std::byte> request, LocalReply& reply) override {
+    switch (method) {
+      case kEcho: {
+        std::byte* out = reply.Allocate(request.size());
+        RESOUND_CHECK(out != nullptr);
+        std::memcpy(out, request.data(), request.size());
+        reply.Send(request.size());
+        return;
+      }
+      case kFail:
+        throw NotFoundError("no such thing: " + std::string(reinterpret_cast<const char*>(request.data()), request.size()));
+      case kHalves: {
+        const std::vector<std::byte> copy(request.begin(), request.end());
+        const size_t half = copy.size() / 2;
+        std::memcpy(reply.Allocate(half), copy.data(), half);
+        reply.Send(half, [copy, half](LocalReply& rest) {
+          std::memcpy(rest.Allocate(copy.size() - half), copy.data() + half, copy.size() - half);
+          rest.Send(copy.size() - half);
+        });
+        return;
+      }
+      case kWait:
+        ++waiting;
+        while (!reply.abandoned()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        ++abandoned;
+        return;
+      default:
+        return;
+    }
+  }
+};
+
+std::string TempDir() {
+  std::string pattern = "/tmp/resound-local-test-XXXXXX";
+  RESOUND_CHECK(::mkdtemp(pattern.data()) != nullptr);
+  return pattern;
+}
+
+Deadline Soon() { return Deadline::AfterSeconds(10); }
+
+std::string Text(std::span<const std::byte> bytes) { return {reinterpret_cast<const char*>(bytes.data()), bytes.size()}; }
+
+size_t Put(LocalClient& client, const std::string& text) {
+  std::memcpy(client.request_buffer(), text.data(), text.size());
+  return text.size();
+}
+
+template <typename Condition>
+void WaitFor(Condition condition) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!condition()) {
+    RESOUND_CHECK(std::chrono::steady_clock::now() < give_up);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+void CallsErrorsAndContinuations(const std::string& dir) {
+  auto service = std::make_shared<TestService>();
+  LocalServer server({dir + "/a.sock", {}, 8, {}, "the-token"}, service);
+  LocalClient client(server.path(), 1 << 16, 1 << 16, Soon());
+  RESOUND_CHECK(client.token() == "the-token");
+  RESOUND_CHECK(Text(client.Call(kEcho, Put(client, "hello"), Soon()).payload) == "hello");
+  // An error answer leaves the connection usable.
+  try {
+    client.Call(kFail, Put(client, "x"), Soon());
+    RESOUND_CHECK(false);
+  } catch (const StatusError& error) {
+    RESOUND_CHECK(error.code() == kNotFound && std::string(error.what()) == "no such thing: x");
+  }
+  RESOUND_CHECK(!client.broken());
+  const auto first = client.Call(kHalves, Put(client, "abcdef"), Soon());
+  RESOUND_CHECK(first.more && Text(first.payload) == "abc");
+  const auto second = client.Continue(Soon());
+  RESOUND_CHECK(!second.more && Text(second.payload) == "def");
+  RESOUND_CHECK(Throws<StatusError>([&] { client.Continue(Soon()); }));  // nothing left
+  RESOUND_CHECK(Throws<StatusError>([&] { client.Call(kSilent, 0, Soon()); }));
+  // A payload as large as the region.
+  const std::string big(1 << 16, 'z');
+  RESOUND_CHECK(Text(client.Call(kEcho, Put(client, big), Soon()).payload) == big);
+  RESOUND_CHECK(Throws<InvalidArgumentError>([&] { client.Call(kEcho, (1 << 16) + 1, Soon()); }));
+  // A call that times out breaks its connection; the server lets it go.
+  RESOUND_CHECK(Throws<DeadlineExceededError>([&] { client.Call(kWait, 0, Deadline::AfterSeconds(0.05)); }));
+  RESOUND_CHECK(client.broken());
+  WaitFor([&] { return service->abandoned == 1 && server.num_connections() == 0; });
+  // Several clients at once, each its own thread on the server.
+  std::vector<std::unique_ptr<LocalClient>> clients;
+  for (int i = 0; i < 4; ++i) clients.push_back(std::make_unique<LocalClient>(server.path(), 4096, 4096, Soon()));
+  for (int i = 0; i < 4; ++i) {
+    const std::string text = "client " + std::to_string(i);
+    RESOUND_CHECK(Text(clients[i]->Call(kEcho, Put(*clients[i], text), Soon()).payload) == text);
+  }
+  RESOUND_CHECK(server.num_connections() == 4);
+}
+
+void StopEndsWaitingCalls(const std::string& dir) {
+  auto service = std::make_shared<TestService>();
+  auto server = std::make_unique<LocalServer>(LocalServerOptions{dir + "/b.sock", {}, 8, {}, "t"}, service);
+  LocalClient client(server->path(), 4096, 4096, Soon());
+  std::thread stopper([&] {
+    WaitFor([&] { return service->waiting == 1; });
+    server->Stop();
+  });
+  // The call waits in the service until the server stops: then it fails.
+  RESOUND_CHECK(Throws<StatusError>([&] { client.Call(kWait, 0, Soon()); }));
+  stopper.join();
+  RESOUND_CHECK(service->abandoned == 1);
+  RESOUND_CHECK(::access((dir + "/b.sock").c_str(), F_OK) != 0);  // the socket file is gone
+  RESOUND_CHECK(Throws<std::system_error>([&] { LocalClient(dir + "/b.sock", 4096, 4096, Soon()); }));
+}
+
+void OtherUsersAreRefused(const std::string& dir) {
+  auto service = std::make_shared<TestService>();
+  const uid_t me = ::geteuid();
+  if (me == 0) {
+    // As root: a child that becomes another user is refused by its credentials.
+    LocalServer server({dir + "/c.sock", {}, 8, {}, "t"}, service);
+    // Both locks opened but the credential check: the child can reach and
+    // connect to the socket, and is still refused.
+    RESOUND_CHECK(::chmod(dir.c_str(), 0755) == 0 && ::chmod(server.path().c_str(), 0777) == 0);
+    const pid_t child = ::fork();
+    if (child == 0) {
+      if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(3);
+      try {
+        LocalClient refused(dir + "/c.sock", 4096, 4096, Deadline::AfterSeconds(5));
+        ::_exit(1);  // let in: wrong
+      } catch (const StatusError&) {
+        ::_exit(0);  // closed unanswered
+      } catch (const std::system_error&) {
+        ::_exit(4);  // could not connect: the credential check was not what refused it
+      } catch (...) {
+        ::_exit(2);
+      }
+    }
+    int status = 0;
+    RESOUND_CHECK(::waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    RESOUND_CHECK(::chmod(dir.c_str(), 0700) == 0);
+    RESOUND_CHECK(server.num_refused() == 1);
+    LocalClient allowed(server.path(), 4096, 4096, Soon());  // its own user still gets in
+  }
+  // Any user: a server that allows only another uid refuses this one.
+  LocalServer strict({dir + "/d.sock", {me + 1}, 8, {}, "t"}, service);
+  RESOUND_CHECK(Throws<StatusError>([&] { LocalClient(strict.path(), 4096, 4096, Soon()); }));
+  RESOUND_CHECK(strict.num_refused() == 1);
+}
+
+// Sends raw bytes (and descriptors) as one message on a new connection and
+// reports whether the server answered with an error frame and closed it.
+bool RefusedRaw(const std::string& path, std::span<const std::byte> message, std::span<const int> fds) {
+  LocalSocket socket = LocalSocket::Connect(path);
+  const std::span<const std::byte> parts[] = {message};
+  socket.Send(parts, fds);
+  std::vector<std::byte> buffer;
+  std::vector<UniqueFd> received;
+  bool closed = false;
+  for (int i = 0; i < 3 && !closed; ++i) {
+    if (socket.WaitReadable(Soon()) != LocalSocket::Wait::kReadable) return false;
+    closed = !socket.Receive(buffer, Frame::kHeaderBytes + Frame::kMaxInlineBytes, received);
+  }
+  return closed;
+}
+
+std::vector<std::byte> Hello(uint64_t upload, uint64_t download) {
+  Frame hello;
+  hello.kind = Frame::kHello;
+  hello.length = 16;
+  std::vector<std::byte> message(Frame::kHeaderBytes + 16);
+  hello.Encode(std::span<std::byte, Frame::kHeaderBytes>(message.data(), Frame::kHeaderBytes));
+  std::memcpy(message.data() + Frame::kHeaderBytes, &upload, 8);
+  std::memcpy(message.data() + Frame::kHeaderBytes + 8, &download, 8);
+  return message;
+}
+
+void BrokenClientsAreDroppedAndOthersServed(const std::string& dir) {
+  auto service = std::make_shared<TestService>();
+  ConnectionLimits limits;
+  limits.max_region_bytes = 1 << 20;
+  limits.handshake_seconds = 5;
+  LocalServer server({dir + "/e.sock", {}, 64, limits, "t"}, service);
+  SharedMemory sealed = SharedMemory::Create("test", 4096, false);
+  const int sealed_fd = sealed.fd();
+  // A region that can shrink under the server's mapping.
+  const int unsealed = ::memfd_create("unsealed", MFD_CLOEXEC);
+  RESOUND_CHECK(unsealed >= 0 && ::ftruncate(unsealed, 4096) == 0);
+  RESOUND_CHECK(RefusedRaw(server.path(), Hello(4096, 4096), {&unsealed, 1}));
+  ::close(unsealed);
+  // Sizes that do not match the region, or above the server's limit.
+  RESOUND_CHECK(RefusedRaw(server.path(), Hello(8192, 4096), {&sealed_fd, 1}));
+  RESOUND_CHECK(RefusedRaw(server.path(), Hello(4096, uint64_t{1} << 40), {&sealed_fd, 1}));
+  RESOUND_CHECK(RefusedRaw(server.path(), Hello(4096, 0), {&sealed_fd, 1}));
+  // No region, or a request before the hello.
+  RESOUND_CHECK(RefusedRaw(server.path(), Hello(4096, 4096), {}));
+  Frame early;
+  early.kind = Frame::kRequest;
+  early.method = kEcho;
+  std::vector<std::byte> request(Frame::kHeaderBytes);
+  early.Encode(std::span<std::byte, Frame::kHeaderBytes>(request.data(), Frame::kHeaderBytes));
+  RESOUND_CHECK(RefusedRaw(server.path(), request, {&sealed_fd, 1}));
+  // Random bytes, some with a valid header's start.
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<std::byte> junk = trial % 2 == 0 ? Hello(4096, 4096) : std::vector<std::byte>(1 + rng() % 100);
+    for (int flip = 0; flip < 1 + static_cast<int>(rng() % 4); ++flip) {
+      junk[rng() % junk.size()] = static_cast<std::byte>(rng());
+    }
+    LocalSocket socket = LocalSocket::Connect(server.path());
+    const std::span<const std::byte> parts[] = {junk};
+    socket.Send(parts, {&sealed_fd, 1});
+  }
+  // After a handshake: a payload outside the region, a bad kind, descriptors.
+  for (int kind = 0; kind < 3; ++kind) {
+    LocalClient client(server.path(), 4096, 4096, Soon());
+    Frame frame;
+    frame.kind = kind == 1 ? Frame::kWelcome : Frame::kRequest;
+    frame.method = kEcho;
+    frame.flags = Frame::kInShared;
+    frame.request_id = 1;
+    frame.offset = kind == 0 ? 4000 : 0;
+    frame.length = kind == 0 ? 200 : 0;
+    std::array<std::byte, Frame::kHeaderBytes> header{};
+    frame.Encode(header);
+    LocalSocket raw(UniqueFd(::dup(client.fd())));
+    const std::span<const std::byte> parts[] = {header};
+    raw.Send(parts, kind == 2 ? std::span<const int>(&sealed_fd, 1) : std::span<const int>());
+    std::vector<std::byte> buffer;
+    std::vector<UniqueFd> fds;
+    RESOUND_CHECK(raw.WaitReadable(Soon()) == LocalSocket::Wait::kReadable);
+    RESOUND_CHECK(raw.Receive(buffer, Frame::kHeaderBytes + Frame::kMaxInlineBytes, fds));
+    RESOUND_CHECK(Frame::Decode(buffer).kind == Frame::kError);
+    RESOUND_CHECK(raw.WaitReadable(Soon()) == LocalSocket::Wait::kReadable);
+    RESOUND_CHECK(!raw.Receive(buffer, Frame::kHeaderBytes + Frame::kMaxInlineBytes, fds));  // closed
+  }
+  // The server still serves a well-behaved client, and holds no broken one.
+  LocalClient good(server.path(), 4096, 4096, Soon());
+  RESOUND_CHECK(Text(good.Call(kEcho, Put(good, "still here"), Soon()).payload) == "still here");
+  WaitFor([&] { return server.num_connections() == 1; });
+}
+
+void ClientsCannotWriteTheServersRegion() {
+  SharedMemory server_side = SharedMemory::Create("download", 4096, true);
+  std::memcpy(server_side.data(), "written", 7);  // the creator's own mapping still writes
+  UniqueFd passed(::dup(server_side.fd()));
+  SharedMemory client_side = SharedMemory::Adopt(std::move(passed), 4096, true);
+  RESOUND_CHECK(std::memcmp(client_side.data(), "written", 7) == 0);
+  // A writable mapping, or a write through the descriptor, is refused.
+  RESOUND_CHECK(::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, client_side.fd(), 0) == MAP_FAILED);
+  RESOUND_CHECK(::pwrite(client_side.fd(), "x", 1, 0) < 0);
+  RESOUND_CHECK(::ftruncate(client_side.fd(), 0) != 0);
+  // An upload region without the write seal is refused where one is required.
+  SharedMemory upload = SharedMemory::Create("upload", 4096, false);
+  RESOUND_CHECK(Throws<InvalidArgumentError>([&] { SharedMemory::Adopt(UniqueFd(::dup(upload.fd())), 4096, true); }));
+  RESOUND_CHECK(Throws<InvalidArgumentError>([&] { (void)upload.View(4000, 200); }));
+}
+
+}  // namespace
+}  // namespace resound::local
+
+int main() {
+  const std::string dir = resound::local::TempDir();
+  resound::local::CallsErrorsAndContinuations(dir);
+  resound::local::StopEndsWaitingCalls(dir);
+  resound::local::OtherUsersAreRefused(dir);
+  resound::local::BrokenClientsAreDroppedAndOthersServed(dir);
+  resound::local::ClientsCannotWriteTheServersRegion();
+  ::rmdir(dir.c_str());
+  return 0;
+}
