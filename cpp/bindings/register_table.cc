@@ -26,6 +26,7 @@
 #include "resound/chunk_holder.h"
 #include "resound/packed_trajectories.h"
 #include "resound/sample_response.h"
+#include "resound/insert_request.h"
 #include "resound/table.h"
 
 namespace resound::bindings {
@@ -492,27 +493,9 @@ table closes part-way, the raised error carries `num_inserted`.)doc")
              const py::array_t<double, py::array::c_style | py::array::forcecast>& priorities,
              const PackedTrajectories& trajectories, const ChunkHolder& holder, size_t begin, size_t end,
              std::optional<double> timeout) {
-            if (static_cast<size_t>(keys.size()) != trajectories.size() ||
-                static_cast<size_t>(priorities.size()) != trajectories.size()) {
-              throw InvalidArgumentError("keys (" + std::to_string(keys.size()) + "), priorities (" +
-                                         std::to_string(priorities.size()) + ") and trajectories (" +
-                                         std::to_string(trajectories.size()) + ") must have one entry per item");
-            }
-            if (begin > end || end > trajectories.size()) throw InvalidArgumentError("insert_packed: bad range");
-            std::vector<ItemRequest> requests;
-            requests.reserve(end - begin);
-            for (size_t i = begin; i < end; ++i) {
-              ItemRequest request{keys.data()[i], priorities.data()[i], trajectories.Get(i)};
-              if (request.trajectory.empty()) {
-                throw InvalidArgumentError("item " + std::to_string(request.key) + " has no columns");
-              }
-              if (!std::isfinite(request.priority)) {
-                throw InvalidArgumentError("item " + std::to_string(request.key) + ": priority must be finite, got " +
-                                           std::to_string(request.priority));
-              }
-              holder.CheckHolds(request.key, request.trajectory);
-              requests.push_back(std::move(request));
-            }
+            std::vector<ItemRequest> requests = ReceivedItemRequests(
+                {keys.data(), static_cast<size_t>(keys.size())},
+                {priorities.data(), static_cast<size_t>(priorities.size())}, trajectories, holder, begin, end);
             const Deadline deadline = ToDeadline(timeout);
             auto prepared = table.Prepare(std::move(requests));
             const InsertBatchResult result = InsertTryingFirst(table, prepared, deadline);

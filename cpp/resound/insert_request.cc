@@ -1,5 +1,6 @@
 #include "resound/insert_request.h"
 
+#include <cmath>
 #include <string>
 #include <utility>
 
@@ -107,6 +108,32 @@ InsertRequestMessage ReadInsertRequest(std::span<const uint8_t> message) {
   }
   out.runs = RunsOf(table_indices);
   return out;
+}
+
+std::vector<ItemRequest> ReceivedItemRequests(std::span<const uint64_t> keys, std::span<const double> priorities,
+                                              const PackedTrajectories& trajectories, const ChunkHolder& holder,
+                                              size_t begin, size_t end) {
+  if (keys.size() != trajectories.size() || priorities.size() != trajectories.size()) {
+    throw InvalidArgumentError("keys (" + std::to_string(keys.size()) + "), priorities (" +
+                               std::to_string(priorities.size()) + ") and trajectories (" +
+                               std::to_string(trajectories.size()) + ") must have one entry per item");
+  }
+  if (begin > end || end > trajectories.size()) throw InvalidArgumentError("insert_packed: bad range");
+  std::vector<ItemRequest> requests;
+  requests.reserve(end - begin);
+  for (size_t i = begin; i < end; ++i) {
+    ItemRequest request{keys[i], priorities[i], trajectories.Get(i)};
+    if (request.trajectory.empty()) {
+      throw InvalidArgumentError("item " + std::to_string(request.key) + " has no columns");
+    }
+    if (!std::isfinite(request.priority)) {
+      throw InvalidArgumentError("item " + std::to_string(request.key) + ": priority must be finite, got " +
+                                 std::to_string(request.priority));
+    }
+    holder.CheckHolds(request.key, request.trajectory);
+    requests.push_back(std::move(request));
+  }
+  return requests;
 }
 
 }  // namespace resound

@@ -15,7 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "resound/chunk_holder.h"
 #include "resound/packed_trajectories.h"
+#include "resound/table_types.h"
 #include "resound/wire_messages.h"
 
 namespace resound {
@@ -46,6 +48,14 @@ struct InsertRequestMessage {
 // of `tables`). The chunks are checked when they are made (wire::MakeChunks),
 // the items' slices when they go in (Table::InsertPacked).
 InsertRequestMessage ReadInsertRequest(std::span<const uint8_t> message);
+
+// Items [begin, end) of a received batch as requests for Table::Prepare,
+// each checked as a server checks what a client sent: it has columns, a
+// finite priority, and every chunk it uses is one `holder` holds (its
+// stream sent it). InvalidArgumentError naming the item otherwise.
+std::vector<ItemRequest> ReceivedItemRequests(std::span<const uint64_t> keys, std::span<const double> priorities,
+                                              const PackedTrajectories& trajectories, const ChunkHolder& holder,
+                                              size_t begin, size_t end);
 
 }  // namespace resound
 
