@@ -15,4 +15,10 @@ PYBIND11_MODULE(_core, m) {
   resound::bindings::RegisterVectorWriter(m);
   resound::bindings::RegisterMemory(m);
   resound::bindings::RegisterCheckpoint(m);
+#ifdef RESOUND_HAVE_LOCAL_TRANSPORT
+  resound::bindings::RegisterLocal(m);
+  m.attr("HAS_LOCAL_TRANSPORT") = true;
+#else
+  m.attr("HAS_LOCAL_TRANSPORT") = false;
+#endif
 }

@@ -20,6 +20,7 @@ void RegisterWire(py::module_& m);
 void RegisterVectorWriter(py::module_& m);
 void RegisterMemory(py::module_& m);
 void RegisterCheckpoint(py::module_& m);
+void RegisterLocal(py::module_& m);  // with RESOUND_HAVE_LOCAL_TRANSPORT only
 
 // Raises the Python translation of `error` with `num_applied` attached as the
 // exception's `num_inserted` attribute (for batch inserts that stopped early).

@@ -41,6 +41,9 @@ constexpr uint32_t kChunks = 1, kItems = 2, kReleaseChunkKeys = 3, kChunkData = 
 namespace insert_response {
 constexpr uint32_t kItemKeys = 1;
 }
+namespace sample_request {
+constexpr uint32_t kTable = 1, kNumSamples = 2, kTimeoutSeconds = 3, kMaxPerResponse = 4;
+}
 namespace sampled_items {
 constexpr uint32_t kKeys = 1, kPriorities = 2, kTimesSampled = 3, kProbabilities = 4, kTableSizes = 5,
                    kRateLimited = 6, kTrajectories = 7;

@@ -37,10 +37,24 @@ constexpr uint32_t kHalves = 3;   // answers in two parts (a continuation)
 constexpr uint32_t kWait = 4;     // waits until abandoned
 constexpr uint32_t kSilent = 5;   // gives no answer
 
-class TestService final : public LocalService {
+class TestService final : public LocalService, public LocalSession {
  public:
   std::atomic<int> waiting{0};
   std::atomic<int> abandoned{0};
+
+  // One session for all: the test's methods keep no state per connection.
+  std::unique_ptr<LocalSession> Open() override { return std::make_unique<Forward>(*this); }
+
+  class Forward final : public LocalSession {
+   public:
+    explicit Forward(TestService& service) : service_(service) {}
+    void Handle(uint32_t method, std::span<const std::byte> request, LocalReply& reply) override {
+      service_.Handle(method, request, reply);
+    }
+
+   private:
+    TestService& service_;
+  };
 
   void Handle(uint32_t method, std::span<const std::byte> request, LocalReply& reply) override {
     switch (method) {

@@ -28,6 +28,7 @@ struct Frame {
     kRequest = 3,   // client -> server: one call of `method`
     kResponse = 4,  // server -> client: the call's answer (kLast on the final one)
     kError = 5,     // server -> client: the call failed; payload u32 code, text
+    kRegion = 6,    // client -> server: a larger upload region (fd) for larger requests
   };
   enum Flags : uint32_t {
     kInShared = 1,  // the payload is [offset, offset + length) of the sender's region

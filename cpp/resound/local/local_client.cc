@@ -1,5 +1,7 @@
 #include "resound/local/local_client.h"
 
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -81,33 +83,92 @@ LocalClient::Response LocalClient::Continue(const Deadline& deadline) {
   return Exchange(LocalConnection::kContinueMethod, 0, deadline);
 }
 
-LocalClient::Response LocalClient::Exchange(uint32_t method, size_t size, const Deadline& deadline) {
+void LocalClient::CheckOpen() {
   if (broken_) throw StatusError(kUnavailable, "local connection: broken by an earlier call");
+  if (socket_.WaitReadable(Deadline::AfterSeconds(0)) == LocalSocket::Wait::kReadable) {
+    ThrowEnded("local connection: the server closed it");
+  }
+}
+
+void LocalClient::ThrowEnded(const std::string& what) {
+  broken_ = true;
+  std::vector<UniqueFd> fds;
+  try {
+    if (socket_.WaitReadable(Deadline::AfterSeconds(0)) == LocalSocket::Wait::kReadable &&
+        socket_.Receive(message_, Frame::kHeaderBytes + Frame::kMaxInlineBytes, fds)) {
+      const Frame farewell = Frame::Decode(message_);
+      const size_t size = message_.size() - Frame::kHeaderBytes;
+      if (farewell.kind == Frame::kError && size >= sizeof(uint32_t)) {
+        uint32_t code;
+        std::memcpy(&code, message_.data() + Frame::kHeaderBytes, sizeof code);
+        throw StatusError(code, std::string(reinterpret_cast<const char*>(message_.data()) + Frame::kHeaderBytes +
+                                                sizeof code,
+                                            size - sizeof code));
+      }
+    }
+  } catch (const StatusError&) {
+    throw;
+  } catch (const std::exception&) {
+    // Nothing readable, or not a farewell: the connection is just gone.
+  }
+  throw StatusError(kUnavailable, what);
+}
+
+void LocalClient::Shutdown() noexcept {
+  broken_ = true;
+  ::shutdown(socket_.fd(), SHUT_RDWR);
+}
+
+LocalClient::Response LocalClient::Exchange(uint32_t method, size_t size, const Deadline& deadline) {
   Frame request;
   request.kind = Frame::kRequest;
   request.method = method;
   request.flags = Frame::kInShared;
-  request.request_id = next_request_++;
   request.length = size;
+  return Send(request, {}, {}, deadline);
+}
+
+void LocalClient::GrowRequestRegion(size_t bytes, const Deadline& deadline) {
+  SharedMemory larger = SharedMemory::Create("resound-local-upload", bytes, false);
+  Frame frame;
+  frame.kind = Frame::kRegion;
+  frame.length = sizeof(uint64_t);
+  std::array<std::byte, sizeof(uint64_t)> size{};
+  const uint64_t value = bytes;
+  std::memcpy(size.data(), &value, sizeof value);
+  const int fd = larger.fd();
+  Send(frame, size, {&fd, 1}, deadline);  // StatusError if refused: the old region stays
+  upload_ = std::move(larger);
+}
+
+LocalClient::Response LocalClient::Send(Frame request, std::span<const std::byte> inline_payload,
+                                        std::span<const int> fds, const Deadline& deadline) {
+  if (in_call_.exchange(true)) throw FailedPreconditionError("local connection: used by two threads at once");
+  struct EndCall {
+    std::atomic<bool>& flag;
+    ~EndCall() { flag = false; }
+  } end_call{in_call_};
+  if (broken_) throw StatusError(kUnavailable, "local connection: broken by an earlier call");
+  request.request_id = next_request_++;
   std::array<std::byte, Frame::kHeaderBytes> header{};
   request.Encode(header);
-  const std::span<const std::byte> parts[] = {header};
+  const std::span<const std::byte> parts[] = {header, inline_payload};
   try {
-    socket_.Send(parts);
+    socket_.Send(std::span<const std::span<const std::byte>>(parts, inline_payload.empty() ? 1 : 2), fds);
   } catch (const std::system_error& error) {
-    broken_ = true;
-    throw StatusError(kUnavailable, std::string("local connection: the server went away (") + error.what() + ")");
+    ThrowEnded(std::string("local connection: the server went away (") + error.what() + ")");
   }
   const LocalSocket::Wait waited = socket_.WaitReadable(deadline);
   if (waited != LocalSocket::Wait::kReadable) {
-    broken_ = true;  // the answer may still come: this connection cannot be reused
-    socket_.Close();
+    // The answer may still come: this connection cannot be reused. (Shut
+    // down, not closed: another thread may be calling Shutdown on it.)
+    Shutdown();
     throw DeadlineExceededError("local call: no answer before the deadline");
   }
-  std::vector<UniqueFd> fds;
+  std::vector<UniqueFd> received_fds;
   bool received = false;
   try {
-    received = socket_.Receive(message_, Frame::kHeaderBytes + Frame::kMaxInlineBytes, fds);
+    received = socket_.Receive(message_, Frame::kHeaderBytes + Frame::kMaxInlineBytes, received_fds);
   } catch (const std::system_error&) {
   }
   if (!received) {
@@ -120,21 +181,21 @@ LocalClient::Response LocalClient::Exchange(uint32_t method, size_t size, const 
     // Request 0: the server ending the connection over a broken frame.
     const bool farewell = answer.kind == Frame::kError && answer.request_id == 0;
     if (farewell) broken_ = true;
-    if ((answer.request_id != request.request_id && !farewell) || !fds.empty()) {
+    if ((answer.request_id != request.request_id && !farewell) || !received_fds.empty()) {
       throw InvalidArgumentError("local call: an answer to another request");
     }
   } catch (const InvalidArgumentError&) {
     broken_ = true;
     throw;
   }
-  const std::span<const std::byte> inline_payload(message_.data() + Frame::kHeaderBytes,
-                                                  message_.size() - Frame::kHeaderBytes);
+  const std::span<const std::byte> answered(message_.data() + Frame::kHeaderBytes,
+                                            message_.size() - Frame::kHeaderBytes);
   if (answer.kind == Frame::kError) {
     uint32_t code = kUnknown;
-    if (inline_payload.size() >= sizeof code) std::memcpy(&code, inline_payload.data(), sizeof code);
-    const size_t skip = std::min(inline_payload.size(), sizeof code);
-    throw StatusError(code, std::string(reinterpret_cast<const char*>(inline_payload.data()) + skip,
-                                        inline_payload.size() - skip));
+    if (answered.size() >= sizeof code) std::memcpy(&code, answered.data(), sizeof code);
+    const size_t skip = std::min(answered.size(), sizeof code);
+    throw StatusError(code,
+                      std::string(reinterpret_cast<const char*>(answered.data()) + skip, answered.size() - skip));
   }
   if (answer.kind != Frame::kResponse) {
     broken_ = true;
@@ -142,7 +203,7 @@ LocalClient::Response LocalClient::Exchange(uint32_t method, size_t size, const 
   }
   Response response;
   response.more = !answer.last();
-  response.payload = answer.in_shared() ? download_.View(answer.offset, answer.length) : inline_payload;
+  response.payload = answer.in_shared() ? download_.View(answer.offset, answer.length) : answered;
   return response;
 }
 

@@ -10,6 +10,7 @@
 #ifndef RESOUND_LOCAL_LOCAL_CLIENT_H_
 #define RESOUND_LOCAL_LOCAL_CLIENT_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "resound/deadline.h"
+#include "resound/local/frame.h"
 #include "resound/local/local_socket.h"
 #include "resound/local/shared_memory.h"
 
@@ -53,12 +55,29 @@ class LocalClient {
   Response Call(uint32_t method, size_t size, const Deadline& deadline);
   // The rest of the last request (after a response with `more`).
   Response Continue(const Deadline& deadline);
+  // Replaces the upload region with one of `bytes` (for a request larger
+  // than request_capacity()); StatusError(kResourceExhausted) if the server
+  // allows no region that large (the old one stays).
+  void GrowRequestRegion(size_t bytes, const Deadline& deadline);
+
+  // Throws what ended the connection if the server ended it while no call
+  // was waiting (its farewell's status, or UNAVAILABLE); returns otherwise.
+  void CheckOpen();
 
   bool broken() const noexcept { return broken_; }
   int fd() const noexcept { return socket_.fd(); }
+  // Ends the connection from any thread: a call in progress on the owning
+  // thread returns (StatusError(kUnavailable)), later calls fail at once.
+  void Shutdown() noexcept;
 
  private:
   Response Exchange(uint32_t method, size_t size, const Deadline& deadline);
+  // The status the server's farewell frame carries, if one can be read now
+  // (the connection is broken either way).
+  [[noreturn]] void ThrowEnded(const std::string& what);
+  // Sends `frame` (with `fds`) and reads the answer to it.
+  Response Send(Frame frame, std::span<const std::byte> inline_payload, std::span<const int> fds,
+                const Deadline& deadline);
 
   LocalSocket socket_;
   SharedMemory upload_;
@@ -66,7 +85,8 @@ class LocalClient {
   std::string token_;
   std::vector<std::byte> message_;
   uint64_t next_request_ = 1;
-  bool broken_ = false;
+  std::atomic<bool> broken_{false};
+  std::atomic<bool> in_call_{false};  // a second caller at once is refused
 };
 
 }  // namespace resound::local

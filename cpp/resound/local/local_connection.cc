@@ -131,19 +131,30 @@ bool LocalConnection::Handshake(int stop_fd) {
 }
 
 void LocalConnection::Serve(LocalService& service, int stop_fd) {
+  const std::unique_ptr<LocalSession> session = service.Open();
   std::vector<UniqueFd> fds;
   while (true) {
     const LocalSocket::Wait waited = socket_.WaitReadable(Deadline::Never(), stop_fd);
     if (waited == LocalSocket::Wait::kStopped) {
       end_reason_ = "server stopping";
+      // As a gRPC server ends its calls: CANCELLED, which clients do not
+      // retry (a stopped server is not coming back by itself).
+      try {
+        SendError(0, kCancelled, "the server stopped");
+      } catch (const std::exception&) {
+      }
       return;
     }
     if (!socket_.Receive(message_, Frame::kHeaderBytes + Frame::kMaxInlineBytes, fds)) {
       end_reason_ = "closed by the client";
       return;
     }
-    if (!fds.empty()) throw InvalidArgumentError("a request carried descriptors");
     const Frame frame = Frame::Decode(message_);
+    if (frame.kind == Frame::kRegion) {
+      ReplaceUpload(frame, fds);
+      continue;
+    }
+    if (!fds.empty()) throw InvalidArgumentError("a request carried descriptors");
     if (frame.kind != Frame::kRequest) throw InvalidArgumentError("expected a request frame");
     // The payload is copied before anything reads it: the client can write
     // its region at any time, and a checked value must stay what was checked.
@@ -162,7 +173,7 @@ void LocalConnection::Serve(LocalService& service, int stop_fd) {
         rest(reply);
       } else {
         rest_ = nullptr;
-        service.Handle(frame.method, request_, reply);
+        session->Handle(frame.method, request_, reply);
       }
       if (!reply.answered()) reply.Fail(kInternal, "the service gave no answer");
     } catch (const std::system_error&) {
@@ -171,6 +182,23 @@ void LocalConnection::Serve(LocalService& service, int stop_fd) {
       if (!reply.answered()) reply.Fail(StatusCodeOf(error), error.what());
     }
   }
+}
+
+void LocalConnection::ReplaceUpload(const Frame& frame, std::vector<UniqueFd>& fds) {
+  if (frame.in_shared() || frame.length != sizeof(uint64_t) || fds.size() != 1) {
+    throw InvalidArgumentError("a region frame must carry its size and one descriptor");
+  }
+  const uint64_t bytes = ReadU64({message_.data() + Frame::kHeaderBytes, sizeof(uint64_t)}, 0);
+  if (bytes == 0 || bytes > limits_.max_region_bytes) {
+    // Refused, the connection goes on with its region (the request that
+    // needed more is refused with it, as gRPC refuses a message too large).
+    SendError(frame.request_id, kResourceExhausted,
+              "a request region of " + std::to_string(bytes) + " bytes is larger than max (" +
+                  std::to_string(bytes) + " vs. " + std::to_string(limits_.max_region_bytes) + ")");
+    return;
+  }
+  upload_ = SharedMemory::Adopt(std::move(fds.front()), bytes, false);
+  SendResponse(frame.request_id, 0, true);
 }
 
 void LocalConnection::SendError(uint64_t request_id, uint32_t code, const std::string& message) const {

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "resound/local/frame.h"
 #include "resound/local/local_service.h"
 #include "resound/local/local_socket.h"
 #include "resound/local/shared_memory.h"
@@ -53,6 +54,8 @@ class LocalConnection {
 
   bool Handshake(int stop_fd);
   void Serve(LocalService& service, int stop_fd);
+  // A region frame: the client's larger upload region in place of the old.
+  void ReplaceUpload(const Frame& frame, std::vector<UniqueFd>& fds);
   void SendError(uint64_t request_id, uint32_t code, const std::string& message) const;
   void SendResponse(uint64_t request_id, size_t size, bool last) const;
 

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 
@@ -33,13 +34,22 @@ class LocalReply {
   virtual bool abandoned() const = 0;
 };
 
+// One connection's state in the service (an insert stream's chunks, say):
+// made when the connection is let in, dropped when it ends.
+class LocalSession {
+ public:
+  virtual ~LocalSession() = default;
+  // Answers one request of `method` whose payload is `request` (the server's
+  // own copy: the client can no longer change it). Exceptions become errors
+  // (InvalidArgumentError: INVALID_ARGUMENT, and so on: StatusCodeOf).
+  virtual void Handle(uint32_t method, std::span<const std::byte> request, LocalReply& reply) = 0;
+};
+
 class LocalService {
  public:
   virtual ~LocalService() = default;
-  // Answers one request of `method` whose payload is `request` (the server's
-  // own copy: the client can no longer change it). Exceptions become errors
-  // (InvalidArgumentError: INVALID_ARGUMENT, and so on).
-  virtual void Handle(uint32_t method, std::span<const std::byte> request, LocalReply& reply) = 0;
+  // A session for a new connection (called on that connection's thread).
+  virtual std::unique_ptr<LocalSession> Open() = 0;
 };
 
 }  // namespace resound::local

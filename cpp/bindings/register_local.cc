@@ -1,0 +1,207 @@
+// resound._core.LocalServer / LocalClient: the same-host transport
+// (resound/local, docs/local-transport.md). Marshalling only: the server's
+// threads run without the GIL and take it only for a call the Python
+// servicer answers (the fallback); the client releases it while it waits.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <sys/types.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "buffer_view.h"
+#include "conversions.h"
+#include "register.h"
+#include "resound/chunk_store.h"
+#include "resound/deadline.h"
+#include "resound/local/local_client.h"
+#include "resound/local/local_server.h"
+#include "resound/local/replay_local_service.h"
+#include "resound/local/status_codes.h"
+#include "resound/table.h"
+
+namespace resound::bindings {
+namespace {
+
+using local::LocalClient;
+using local::LocalServer;
+using local::StatusError;
+
+// Module-lifetime reference; the module is never unloaded.
+PyObject* g_local_status_error = nullptr;
+
+// A Python callable that the server's threads call: held, called and let go
+// with the GIL, whichever thread drops the last reference.
+class PythonCallable {
+ public:
+  explicit PythonCallable(py::object callable) : callable_(std::move(callable)) {}
+  PythonCallable(const PythonCallable&) = delete;
+  PythonCallable& operator=(const PythonCallable&) = delete;
+  ~PythonCallable() {
+    if (!Py_IsInitialized()) {
+      callable_.release();  // the interpreter is gone: nothing to decrement
+      return;
+    }
+    py::gil_scoped_acquire gil;
+    callable_ = py::object();
+  }
+
+  // fallback(method, request bytes) -> response bytes; a LocalStatusError it
+  // raises becomes that status, any other exception UNKNOWN.
+  std::string Call(uint32_t method, std::span<const std::byte> request) const {
+    py::gil_scoped_acquire gil;
+    try {
+      py::bytes argument(reinterpret_cast<const char*>(request.data()), request.size());
+      py::object result = callable_(method, argument);
+      return result.cast<std::string>();
+    } catch (py::error_already_set& error) {
+      if (error.matches(g_local_status_error)) {
+        py::tuple args = error.value().attr("args");
+        throw StatusError(args[0].cast<uint32_t>(), args[1].cast<std::string>());
+      }
+      throw StatusError(local::kUnknown, error.what());
+    }
+  }
+
+ private:
+  py::object callable_;
+};
+
+// Stop()s without the GIL: the server's threads may be waiting for it.
+struct StopWithoutGil {
+  void operator()(LocalServer* server) const {
+    {
+      py::gil_scoped_release release;
+      server->Stop();
+    }
+    std::default_delete<LocalServer>()(server);
+  }
+};
+
+std::map<std::string, std::shared_ptr<Table>> TablesOf(const py::dict& tables) {
+  std::map<std::string, std::shared_ptr<Table>> out;
+  for (const auto& [name, table] : tables) {
+    auto core = table.cast<std::shared_ptr<Table>>();
+    if (!core) throw py::value_error("tables: None is not a table");
+    out.emplace(name.cast<std::string>(), std::move(core));
+  }
+  return out;
+}
+
+// (payload as bytes, more) of a response.
+py::tuple ResponseTuple(const LocalClient::Response& response) {
+  return py::make_tuple(py::bytes(reinterpret_cast<const char*>(response.payload.data()), response.payload.size()),
+                        response.more);
+}
+
+}  // namespace
+
+void RegisterLocal(py::module_& m) {
+  const std::string qualified = "resound._core.LocalStatusError";
+  g_local_status_error = PyErr_NewExceptionWithDoc(
+      qualified.c_str(), "A local call that ended with a status: args are (code, message), gRPC's codes.",
+      PyExc_RuntimeError, nullptr);
+  if (g_local_status_error == nullptr) throw py::error_already_set();
+  m.attr("LocalStatusError") = py::handle(g_local_status_error);
+  py::register_exception_translator([](std::exception_ptr error) {
+    if (!error) return;
+    try {
+      std::rethrow_exception(error);
+    } catch (const StatusError& e) {
+      PyErr_SetObject(g_local_status_error, py::make_tuple(e.code(), std::string(e.what())).ptr());
+    }
+  });
+
+  py::class_<LocalServer, std::unique_ptr<LocalServer, StopWithoutGil>>(m, "LocalServer", R"doc(
+Serves tables to processes of this host over a Unix socket and shared memory
+(docs/local-transport.md), on C++ threads: Insert and Sample in C++, every
+other call through `fallback(method, request_bytes) -> response_bytes`.)doc")
+      .def(py::init([](const std::string& path, const py::dict& tables, std::shared_ptr<ChunkStore> store,
+                       std::optional<int64_t> max_bytes, const py::bytes& token, std::vector<uid_t> allowed_uids,
+                       size_t max_connections, size_t max_region_bytes, py::object fallback) {
+             auto callable = std::make_shared<PythonCallable>(std::move(fallback));
+             auto service = std::make_shared<local::ReplayLocalService>(
+                 std::move(store), max_bytes,
+                 [callable](uint32_t method, std::span<const std::byte> request) {
+                   return callable->Call(method, request);
+                 });
+             service->SetTables(TablesOf(tables));
+             local::LocalServerOptions options;
+             options.path = path;
+             options.allowed_uids = std::move(allowed_uids);
+             options.max_connections = max_connections;
+             options.limits.max_region_bytes = max_region_bytes;
+             options.token = token;
+             auto server = std::unique_ptr<LocalServer, StopWithoutGil>(new LocalServer(std::move(options), service));
+             return server;
+           }),
+           py::arg("path"), py::arg("tables"), py::arg("store"), py::arg("max_bytes"), py::arg("token"),
+           py::arg("allowed_uids"), py::arg("max_connections"), py::arg("max_region_bytes"), py::arg("fallback"))
+      .def("stop", &LocalServer::Stop, py::call_guard<py::gil_scoped_release>(),
+           "Stops serving and ends every connection (idempotent).")
+      .def_property_readonly("path", &LocalServer::path)
+      .def_property_readonly("num_connections", &LocalServer::num_connections)
+      .def_property_readonly("num_refused", &LocalServer::num_refused);
+
+  py::class_<LocalClient>(m, "LocalClient", R"doc(
+One connection to a LocalServer; one call at a time (a second thread at once is
+refused). `call` and `continue_call` return (response bytes, more).)doc")
+      .def(py::init([](const std::string& path, size_t upload_bytes, size_t download_bytes,
+                       std::optional<double> timeout) {
+             const Deadline deadline = ToDeadline(timeout);
+             py::gil_scoped_release release;
+             return std::make_unique<LocalClient>(path, upload_bytes, download_bytes, deadline);
+           }),
+           py::arg("path"), py::arg("upload_bytes"), py::arg("download_bytes"), py::arg("timeout") = py::none())
+      .def_property_readonly("token",
+                             [](const LocalClient& client) { return py::bytes(client.token()); })
+      .def_property_readonly("broken", &LocalClient::broken)
+      .def_property_readonly("request_capacity", &LocalClient::request_capacity)
+      .def_property_readonly("response_capacity", &LocalClient::response_capacity)
+      .def(
+          "call",
+          [](LocalClient& client, uint32_t method, py::handle request, std::optional<double> timeout) {
+            const BufferView view(request);
+            const Deadline deadline = ToDeadline(timeout);
+            LocalClient::Response response;
+            {
+              py::gil_scoped_release release;
+              if (view.size() > client.request_capacity()) {
+                // A larger region on the same connection (an insert
+                // stream's chunks live in its connection).
+                // Rounded up to a MiB: the server refuses a region past its
+                // max_message_bytes, so one just large enough is asked for.
+                constexpr size_t kMiB = size_t{1} << 20;
+                client.GrowRequestRegion((view.size() + kMiB - 1) / kMiB * kMiB, deadline);
+              }
+              std::memcpy(client.request_buffer(), view.data(), view.size());
+              response = client.Call(method, view.size(), deadline);
+            }
+            return ResponseTuple(response);
+          },
+          py::arg("method"), py::arg("request"), py::arg("timeout") = py::none(),
+          "Sends one request and waits for its answer: (response bytes, more).")
+      .def(
+          "continue_call",
+          [](LocalClient& client, std::optional<double> timeout) {
+            const Deadline deadline = ToDeadline(timeout);
+            LocalClient::Response response;
+            {
+              py::gil_scoped_release release;
+              response = client.Continue(deadline);
+            }
+            return ResponseTuple(response);
+          },
+          py::arg("timeout") = py::none(), "The next part of the last request's answer (after more).")
+      .def("check_open", &LocalClient::CheckOpen,
+           "Raises LocalStatusError if the server ended the connection between calls.")
+      .def("shutdown", &LocalClient::Shutdown, "Ends the connection, from any thread.");
+}
+
+}  // namespace resound::bindings

@@ -1,0 +1,342 @@
+#include "resound/local/replay_local_service.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <exception>
+#include <utility>
+#include <vector>
+
+#include "resound/chunk_holder.h"
+#include "resound/errors.h"
+#include "resound/insert_request.h"
+#include "resound/local/status_codes.h"
+#include "resound/proto_reader.h"
+#include "resound/proto_writer.h"
+#include "resound/sample_response.h"
+#include "resound/wire_messages.h"
+
+namespace resound::local {
+namespace {
+
+// A wait for a rate limiter checks this often whether its client is gone.
+constexpr double kWaitSliceSeconds = 0.05;
+// Longer timeouts (inf included) wait forever, as the other transports read them.
+constexpr double kForeverSeconds = 365.0 * 24 * 3600;
+
+std::span<const uint8_t> AsUint8(std::span<const std::byte> bytes) {
+  return {reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()};
+}
+
+bool IsDeadline(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const DeadlineExceededError&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+[[noreturn]] void Abandoned() {
+  throw CancelledError("the call ended: its client went away or the server is stopping");
+}
+
+// Copies `bytes` into the reply's region and sends them.
+void SendBytes(LocalReply& reply, std::string_view bytes) {
+  std::byte* out = reply.Allocate(bytes.size());
+  if (out == nullptr) {
+    throw StatusError(kResourceExhausted, "an answer of " + std::to_string(bytes.size()) +
+                                              " bytes does not fit the connection's region of " +
+                                              std::to_string(reply.capacity()));
+  }
+  std::memcpy(out, bytes.data(), bytes.size());
+  reply.Send(bytes.size());
+}
+
+struct SampleRequest {
+  std::string table;
+  int64_t num_samples = 0;
+  double timeout_seconds = 0.0;
+  int64_t max_per_response = 0;
+};
+
+SampleRequest ReadSampleRequest(std::span<const std::byte> raw) {
+  namespace f = wire::sample_request;
+  SampleRequest request;
+  ProtoReader reader(AsUint8(raw), "SampleRequest");
+  while (reader.Next()) {
+    switch (reader.field()) {
+      case f::kTable:
+        request.table = reader.string();
+        break;
+      case f::kNumSamples:
+        request.num_samples = static_cast<int64_t>(reader.varint());
+        break;
+      case f::kTimeoutSeconds: {
+        std::vector<double> values;
+        reader.AppendDoubles(values);
+        if (!values.empty()) request.timeout_seconds = values.back();
+        break;
+      }
+      case f::kMaxPerResponse:
+        request.max_per_response = static_cast<int64_t>(reader.varint());
+        break;
+      default:
+        break;  // unknown fields are skipped, as protobuf does
+    }
+  }
+  return request;
+}
+
+// A SampleStream's answer to a request whose wait ran out.
+std::string TimedOutResponse(const std::string& reason) {
+  ProtoWriter message;
+  message.VarintField(wire::sample_response::kEndOfRequest, 1);
+  message.VarintField(wire::sample_response::kTimedOut, 1);
+  message.BytesField(wire::sample_response::kTimeoutReason, reason);
+  return message.data();
+}
+
+// Thrown by the allocator of a response that would not fit the region.
+struct DoesNotFit {};
+
+// Sends the responses of a batch one at a time: each as much as fits the
+// region (and max_per_response), the next one when the client continues.
+class SampleParts : public std::enable_shared_from_this<SampleParts> {
+ public:
+  SampleParts(std::vector<SampledItem> samples, size_t max_items, bool mark_end)
+      : samples_(std::move(samples)), max_items_(max_items), mark_end_(mark_end) {}
+
+  void SendNext(LocalReply& reply) {
+    // Chunk payloads take nearly all of a response; the rest is bounded by
+    // what it tries first, and halved until it fits.
+    size_t max_bytes = reply.capacity() / 2;
+    size_t max_items = max_items_;
+    while (true) {
+      size_t size = 0;
+      try {
+        const size_t end = WriteSampleResponse(samples_, next_, max_items, max_bytes, mark_end_, [&](size_t bytes) {
+          std::byte* out = reply.Allocate(bytes);
+          if (out == nullptr) throw DoesNotFit{};
+          size = bytes;
+          return reinterpret_cast<char*>(out);
+        });
+        next_ = end;
+      } catch (const DoesNotFit&) {
+        if (max_items == 1 || max_bytes == 0) {
+          throw StatusError(kResourceExhausted,
+                            "a sampled item does not fit the local connection's region of " +
+                                std::to_string(reply.capacity()) + " bytes (a larger region, or gRPC, carries it)");
+        }
+        max_bytes /= 4;
+        max_items = std::max<size_t>(1, std::min(max_items, samples_.size() - next_) / 2);
+        continue;
+      }
+      if (next_ < samples_.size()) {
+        auto self = shared_from_this();
+        reply.Send(size, [self](LocalReply& rest) { self->SendNext(rest); });
+      } else {
+        reply.Send(size);
+      }
+      return;
+    }
+  }
+
+ private:
+  const std::vector<SampledItem> samples_;
+  const size_t max_items_;
+  const bool mark_end_;
+  size_t next_ = 0;
+};
+
+}  // namespace
+
+// Inserts one InsertRequest's items run by run, in order, waiting for rate
+// limiters in slices; answers with InsertResponse confirmations (in parts
+// while a limiter holds the rest up).
+class ReplayLocalService::InsertProgress : public std::enable_shared_from_this<InsertProgress> {
+ public:
+  InsertProgress(const ReplayLocalService& service, ChunkHolder& holder, InsertRequestMessage message)
+      : service_(service), holder_(holder), message_(std::move(message)) {}
+
+  void Advance(LocalReply& reply) {
+    while (run_ < message_.runs.size()) {
+      const TableRun& run = message_.runs[run_];
+      if (prepared_.empty() && run.end > run.begin) {
+        table_ = service_.Find(message_.tables[run.table]);
+        prepared_ = table_->Prepare(ReceivedItemRequests(message_.keys, message_.priorities, message_.trajectories,
+                                                         holder_, run.begin, run.end));
+        applied_ = 0;
+      }
+      while (applied_ < prepared_.size()) {
+        // At once if the table has room (nearly always), then in slices.
+        const Deadline deadline = Deadline::AfterSeconds(waited_ ? kWaitSliceSeconds : 0.0);
+        const InsertBatchResult result = table_->InsertPrepared(prepared_, applied_, deadline);
+        applied_ += result.num_applied;
+        if (result.error && !IsDeadline(result.error)) std::rethrow_exception(result.error);
+        if (!result.error) break;
+        const size_t done = run.begin + applied_;
+        if (done > confirmed_) {
+          // A writer ahead of its table learns what went in; its Continue
+          // waits for the rest.
+          auto self = shared_from_this();
+          SendConfirmation(reply, done, [self](LocalReply& rest) { self->Advance(rest); });
+          waited_ = true;
+          return;
+        }
+        if (reply.abandoned()) Abandoned();
+        waited_ = true;
+      }
+      prepared_.clear();
+      table_.reset();
+      waited_ = false;
+      ++run_;
+    }
+    for (const uint64_t key : message_.release_chunk_keys) holder_.Release(key);
+    SendConfirmation(reply, message_.keys.size(), {});
+  }
+
+ private:
+  void SendConfirmation(LocalReply& reply, size_t end, std::function<void(LocalReply&)> rest) {
+    ProtoWriter response;
+    response.PackedVarints(wire::insert_response::kItemKeys,
+                           std::vector<uint64_t>(message_.keys.begin() + static_cast<std::ptrdiff_t>(confirmed_),
+                                                 message_.keys.begin() + static_cast<std::ptrdiff_t>(end)));
+    confirmed_ = end;
+    const std::string& bytes = response.data();
+    std::byte* out = reply.Allocate(bytes.size());
+    if (out == nullptr) throw StatusError(kResourceExhausted, "a confirmation does not fit the connection's region");
+    std::memcpy(out, bytes.data(), bytes.size());
+    reply.Send(bytes.size(), std::move(rest));
+  }
+
+  const ReplayLocalService& service_;
+  ChunkHolder& holder_;
+  InsertRequestMessage message_;
+  size_t run_ = 0;
+  std::shared_ptr<Table> table_;
+  std::vector<Table::PreparedInsert> prepared_;
+  size_t applied_ = 0;    // of prepared_
+  size_t confirmed_ = 0;  // items of the message confirmed so far
+  bool waited_ = false;
+};
+
+class ReplayLocalService::Session final : public LocalSession {
+ public:
+  explicit Session(ReplayLocalService& service) : service_(service) {}
+
+  void Handle(uint32_t method, std::span<const std::byte> request, LocalReply& reply) override {
+    switch (method) {
+      case kInsert:
+        Insert(request, reply);
+        return;
+      case kSample:
+      case kSampleStream:
+        Sample(request, reply, method == kSampleStream);
+        return;
+      default:
+        if (!service_.fallback_) throw StatusError(kUnimplemented, "unknown method " + std::to_string(method));
+        SendBytes(reply, service_.fallback_(method, request));
+    }
+  }
+
+ private:
+  void Insert(std::span<const std::byte> raw, LocalReply& reply) {
+    InsertRequestMessage message = ReadInsertRequest(AsUint8(raw));
+    ChunkStore& store = *service_.store_;
+    if (service_.max_bytes_) {
+      int64_t brought = 0;
+      const auto& chunks = message.chunks;
+      for (size_t i = 0; i < chunks.keys.size() && i < chunks.data_sizes.size(); ++i) {
+        if (!store.Find(chunks.keys[i])) brought += chunks.data_sizes[i];
+      }
+      const int64_t held = store.memory_bytes();
+      if (brought > 0 && held + brought > *service_.max_bytes_) {
+        // Before anything of the message is stored, as over gRPC.
+        throw StatusError(kResourceExhausted,
+                          "the server holds " + std::to_string(held) + " bytes of chunks and this message brings " +
+                              std::to_string(brought) + " more, past its max_bytes of " +
+                              std::to_string(*service_.max_bytes_) +
+                              "; nothing of the message was stored (free room: reset or sample from queues, or "
+                              "raise max_bytes)");
+      }
+    }
+    if (!message.chunks.keys.empty() || !message.chunk_data.empty()) {
+      for (auto& chunk : wire::MakeChunks(message.chunks, message.chunk_data, store)) holder_.Hold(std::move(chunk));
+    }
+    message.chunk_data = {};  // it points into the request, which the next one overwrites
+    auto progress = std::make_shared<InsertProgress>(service_, holder_, std::move(message));
+    progress->Advance(reply);
+  }
+
+  void Sample(std::span<const std::byte> raw, LocalReply& reply, bool stream) {
+    const Deadline::Clock::time_point arrived = Deadline::Clock::now();
+    const SampleRequest request = ReadSampleRequest(raw);
+    if (request.num_samples < 1) {
+      throw InvalidArgumentError("num_samples must be >= 1, got " + std::to_string(request.num_samples));
+    }
+    if (std::isnan(request.timeout_seconds)) throw InvalidArgumentError("timeout_seconds must not be NaN");
+    const std::shared_ptr<Table> table = service_.Find(request.table);
+    const int64_t count = std::min(request.num_samples, Table::kMaxSamplesPerCall);
+    const bool forever = request.timeout_seconds < 0 || request.timeout_seconds > kForeverSeconds;
+    const auto deadline =
+        arrived + std::chrono::duration_cast<Deadline::Clock::duration>(
+                      std::chrono::duration<double>(forever ? 0.0 : request.timeout_seconds));
+    std::vector<SampledItem> samples;
+    bool waited = false;
+    while (true) {
+      double slice = 0.0;
+      if (waited) {
+        slice = kWaitSliceSeconds;
+        if (!forever) {
+          slice = std::min(slice, std::chrono::duration<double>(deadline - Deadline::Clock::now()).count());
+        }
+      }
+      try {
+        samples = table->Sample(count, Deadline::AfterSeconds(std::max(0.0, slice)));
+        break;
+      } catch (const DeadlineExceededError&) {
+      }
+      if (!forever && Deadline::Clock::now() >= deadline) {
+        const std::string why = table->WhyBlocked(false);
+        if (!stream) throw DeadlineExceededError(why);
+        SendBytes(reply, TimedOutResponse(why));
+        return;
+      }
+      if (reply.abandoned()) Abandoned();
+      waited = true;
+    }
+    const size_t max_items = request.max_per_response > 0 ? static_cast<size_t>(request.max_per_response)
+                                                          : samples.size();
+    std::make_shared<SampleParts>(std::move(samples), max_items, stream)->SendNext(reply);
+  }
+
+  ReplayLocalService& service_;
+  ChunkHolder holder_;  // the chunks this connection's inserts sent and did not release
+};
+
+ReplayLocalService::ReplayLocalService(std::shared_ptr<ChunkStore> store, std::optional<int64_t> max_bytes,
+                                       Fallback fallback)
+    : store_(std::move(store)), max_bytes_(max_bytes), fallback_(std::move(fallback)) {
+  if (!store_) throw InvalidArgumentError("local service: no chunk store");
+}
+
+void ReplayLocalService::SetTables(std::map<std::string, std::shared_ptr<Table>> tables) {
+  std::lock_guard<std::mutex> lock(mu_);
+  tables_ = std::move(tables);
+}
+
+std::unique_ptr<LocalSession> ReplayLocalService::Open() { return std::make_unique<Session>(*this); }
+
+std::shared_ptr<Table> ReplayLocalService::Find(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto found = tables_.find(name);
+  if (found != tables_.end()) return found->second;
+  // As the server's Python side says it (Reverb's words).
+  std::string names;
+  for (const auto& [table, _] : tables_) names += (names.empty() ? "" : ", ") + table;
+  throw NotFoundError("Priority table " + name + " was not found. The following tables exist: " + names + ".");
+}
+
+}  // namespace resound::local

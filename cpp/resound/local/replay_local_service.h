@@ -1,0 +1,75 @@
+// The Replay service (protos/resound/v1/replay.proto) as the local transport
+// serves it: the same request and response messages as over gRPC, in the
+// connection's shared memory, handled here in C++ on the connection's
+// thread for the calls that carry data (Insert, Sample, SampleStream) and
+// handed to the Python servicer (`fallback`, which takes the GIL) for the
+// rest, whose cost is the server's own work, not the transport's.
+//
+// Insert keeps, per connection, the chunks its client sent and did not
+// release (as a gRPC Insert stream does); a connection that ends drops them.
+// A request that a rate limiter holds up is confirmed in parts: the part that
+// went in is answered with `more`, and the client's Continue waits for the
+// rest, in slices that give up when the client hangs up or the server stops.
+#ifndef RESOUND_LOCAL_REPLAY_LOCAL_SERVICE_H_
+#define RESOUND_LOCAL_REPLAY_LOCAL_SERVICE_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "resound/chunk_store.h"
+#include "resound/local/local_service.h"
+#include "resound/table.h"
+
+namespace resound::local {
+
+// The calls by number (docs/local-transport.md).
+enum ReplayMethod : uint32_t {
+  kInsert = 1,
+  kSample = 2,        // a timeout is a DEADLINE_EXCEEDED error
+  kSampleStream = 3,  // a timeout is a timed_out response (the stream goes on)
+  kMutatePriorities = 4,
+  kReset = 5,
+  kServerInfo = 6,
+  kWhyBlocked = 7,
+  kCheckpoint = 8,
+};
+
+class ReplayLocalService final : public LocalService {
+ public:
+  // Answers a call the service does not handle itself: the serialized
+  // response, or a StatusError.
+  using Fallback = std::function<std::string(uint32_t method, std::span<const std::byte> request)>;
+
+  // `store` is the tables' chunk store; `max_bytes` (if set) bounds the
+  // chunk bytes it may hold, as the server's max_bytes does over gRPC.
+  ReplayLocalService(std::shared_ptr<ChunkStore> store, std::optional<int64_t> max_bytes, Fallback fallback);
+
+  // The tables served, by name (replaced whole: a restore may swap them).
+  void SetTables(std::map<std::string, std::shared_ptr<Table>> tables);
+
+  std::unique_ptr<LocalSession> Open() override;
+
+ private:
+  class Session;
+  class InsertProgress;
+  friend class Session;
+  friend class InsertProgress;
+
+  std::shared_ptr<Table> Find(const std::string& name) const;
+
+  const std::shared_ptr<ChunkStore> store_;
+  const std::optional<int64_t> max_bytes_;
+  const Fallback fallback_;
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Table>> tables_;
+};
+
+}  // namespace resound::local
+
+#endif  // RESOUND_LOCAL_REPLAY_LOCAL_SERVICE_H_
