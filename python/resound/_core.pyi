@@ -1,6 +1,6 @@
 """Type stubs for resound._core, the C++ core (see cpp/bindings)."""
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, SupportsIndex
 
 import numpy as np
@@ -13,6 +13,7 @@ _Trajectory = Sequence[_Column]
 
 MAX_SAMPLES_PER_CALL: int
 MAX_HISTOGRAM_BINS: int
+HAS_LOCAL_TRANSPORT: bool
 # The sides of a table's wake signal (Table.arm_wake, take_wakes): bit flags.
 WAKE_INSERTS: int
 WAKE_SAMPLES: int
@@ -95,6 +96,53 @@ class ColumnChunker:
     @property
     def open_rows(self) -> int: ...
     def __len__(self) -> int: ...
+
+class LocalStatusError(RuntimeError):
+    """A local call that ended with a status: args are (code, message)."""
+
+class LocalServer:
+    """The same-host transport's server (docs/local-transport.md); Linux only."""
+
+    def __init__(
+        self,
+        path: str,
+        tables: dict[str, Table],
+        store: ChunkStore,
+        max_bytes: int | None,
+        token: bytes,
+        allowed_uids: Sequence[int],
+        max_connections: int,
+        max_region_bytes: int,
+        fallback: Callable[[int, bytes], bytes],
+    ) -> None: ...
+    def stop(self) -> None: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def num_connections(self) -> int: ...
+    @property
+    def num_refused(self) -> int: ...
+
+class LocalClient:
+    """One connection to a LocalServer; one call at a time."""
+
+    def __init__(
+        self, path: str, upload_bytes: int, download_bytes: int, timeout: float | None = None
+    ) -> None: ...
+    @property
+    def token(self) -> bytes: ...
+    @property
+    def broken(self) -> bool: ...
+    @property
+    def request_capacity(self) -> int: ...
+    @property
+    def response_capacity(self) -> int: ...
+    def call(
+        self, method: int, request: Any, timeout: float | None = None
+    ) -> tuple[bytes, bool]: ...
+    def continue_call(self, timeout: float | None = None) -> tuple[bytes, bool]: ...
+    def check_open(self) -> None: ...
+    def shutdown(self) -> None: ...
 
 class VectorWriter:
     """Steps of num_envs environments in one call each (resound.VectorWriter)."""

@@ -126,6 +126,14 @@ def command_parser() -> argparse.ArgumentParser:
         "default: the config's, else none); needs pip install 'resound-rl[metrics]'",
     )
     parser.add_argument(
+        "--no-local-transport",
+        dest="local_transport",
+        action="store_false",
+        default=None,
+        help="serve gRPC only: no same-host transport (a Unix socket and shared memory that "
+        "clients on this host use by themselves; docs/local-transport.md)",
+    )
+    parser.add_argument(
         "--tls-cert", metavar="FILE", help="serve TLS only, with this certificate chain (PEM)"
     )
     parser.add_argument("--tls-key", metavar="FILE", help="the TLS certificate's key (PEM)")

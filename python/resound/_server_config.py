@@ -49,6 +49,7 @@ port = 8000
 # tls_key = "server.key"
 # tls_client_ca = "ca.pem"     # and require client certificates signed by this CA
 # metrics_port = 9090          # Prometheus metrics on http://host:9090/metrics (0: a free port)
+# local_transport = false      # serve gRPC only: no same-host transport (default true)
 
 # One [[tables]] block per table.
 [[tables]]
@@ -302,7 +303,7 @@ _SERVER_KEYS = (
     "host", "port", "max_bytes", "max_message_bytes", "max_open_calls",
     "max_open_calls_per_connection", "max_inflight_bytes",
     "max_inflight_bytes_per_connection", "tls_cert", "tls_key", "tls_client_ca",
-    "metrics_port",
+    "metrics_port", "local_transport",
 )  # fmt: skip
 # The keyword arguments of resound.Server that are limits: an int >= 1 or None.
 _LIMIT_KEYS = (
@@ -321,6 +322,7 @@ class ServerSettings:
     tls: Any  # a resound.tls.ServerTls, or None for plaintext
     limits: dict[str, Any]  # keyword arguments of resound.Server: int or None
     metrics_port: int | None  # None: no metrics; 0: a free port
+    local_transport: bool  # also serve the same-host transport
 
 
 def server_settings(args: argparse.Namespace) -> ServerSettings:
@@ -356,6 +358,11 @@ def server_settings(args: argparse.Namespace) -> ServerSettings:
         raise ConfigError(f"server.host must be a nonempty string, got {host!r}")
     port = _port(args.port, server_config, "port")
     metrics_port = _port(args.metrics_port, server_config, "metrics_port")
+    local_transport = args.local_transport
+    if local_transport is None:
+        local_transport = server_config.get("local_transport", True)
+    if not isinstance(local_transport, bool):
+        raise ConfigError(f"server.local_transport must be true or false, got {local_transport!r}")
     tls = tls_settings(args, server_config)
     limits: dict[str, Any] = {}
     for key in _LIMIT_KEYS:
@@ -369,6 +376,7 @@ def server_settings(args: argparse.Namespace) -> ServerSettings:
         tls=tls,
         limits=limits,
         metrics_port=metrics_port,
+        local_transport=local_transport,
     )
 
 

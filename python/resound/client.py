@@ -104,7 +104,7 @@ class Client:
     ) -> None:
         target = parse_target(server_address)
         if transport not in factory.KINDS:
-            raise ValueError(f"transport must be 'auto' or 'grpc', got {transport!r}")
+            raise ValueError(f"transport must be 'auto', 'grpc' or 'local', got {transport!r}")
         if not isinstance(failover, bool):
             raise ValueError(f"failover must be True or False, got {failover!r}")
         if tls is not None and not isinstance(tls, ClientTls):

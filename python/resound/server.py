@@ -36,6 +36,7 @@ from resound._service.call_limits import (
     DEFAULT_MAX_OPEN_CALLS_PER_CONNECTION,
     CallLimits,
 )
+from resound._service.local_endpoint import LocalEndpoint, local_transport_available
 from resound._service.response_budget import (
     DEFAULT_MAX_INFLIGHT_BYTES,
     DEFAULT_MAX_INFLIGHT_BYTES_PER_CONNECTION,
@@ -52,7 +53,7 @@ from resound.checkpointers import (
 )
 from resound.client import Client
 from resound.errors import CancelledError, NotFoundError
-from resound.table import Table
+from resound.table import Table, shared_chunk_store
 from resound.tls import ServerTls
 
 # Start, stop, restores and checkpoints, at INFO (shown once the application
@@ -93,6 +94,16 @@ def _stop_servers_at_exit() -> None:
 
 
 _exit_hook_installed = False
+
+
+def _check_uids(uids: Sequence[int] | None) -> list[int] | None:
+    if uids is None:
+        return None
+    if isinstance(uids, (str, bytes)) or not all(
+        isinstance(uid, int) and not isinstance(uid, bool) and uid >= 0 for uid in uids
+    ):
+        raise ValueError(f"local_transport_uids must be user ids (ints >= 0) or None, got {uids!r}")
+    return list(uids)
 
 
 def _bind_address(host: str, port: int) -> str:
@@ -151,6 +162,13 @@ class Server:
         is, in embedded mode too. Needs prometheus_client (``pip install
         "resound-rl[metrics]"``; ImportError otherwise). See
         docs/observability.md for the metrics.
+      local_transport: whether a listening server also serves processes of
+        its host over the same-host transport (a Unix socket and shared
+        memory, on Linux; docs/local-transport.md), which their clients use
+        by themselves when they reach it. Default True.
+      local_transport_uids: the user ids let in on it (default: only the
+        server's own user), checked by the kernel's credentials of each
+        connection.
 
     A listening server also serves the standard gRPC health service
     (``grpc.health.v1.Health``): the server (``""``) and
@@ -181,6 +199,8 @@ class Server:
         max_inflight_bytes: int | None = None,
         max_inflight_bytes_per_connection: int | None = None,
         metrics_port: int | None = None,
+        local_transport: bool = True,
+        local_transport_uids: Sequence[int] | None = None,
     ) -> None:
         if not tables:
             raise ValueError("At least one table must be provided")
@@ -282,6 +302,13 @@ class Server:
         self._started = time.monotonic()
         self._port: int | None = None
         self._serving: Any = None  # the ServingLoop of a listening server
+        if not isinstance(local_transport, bool):
+            raise TypeError(
+                f"local_transport must be True or False, got {type(local_transport).__name__}"
+            )
+        self._local_transport = local_transport
+        self._local_transport_uids = _check_uids(local_transport_uids)
+        self._local: LocalEndpoint | None = None
         self._metrics: Any = None  # the MetricsEndpoint, if asked for
         if metrics_port is not None:
             self._metrics = self._serve_metrics(host, metrics_port, listen)
@@ -339,8 +366,9 @@ class Server:
 
         limits = CallLimits(self._max_open_calls, self._max_open_calls_per_connection)
         budget = ResponseBudget(self._max_inflight_bytes, self._max_inflight_bytes_per_connection)
+        servicer = ReplayServicer(self, limits, budget)
         serving = ServingLoop(
-            ReplayServicer(self, limits, budget),
+            servicer,
             [
                 *(o for o in CHANNEL_OPTIONS if o[0] != "grpc.max_receive_message_length"),
                 ("grpc.max_receive_message_length", self._max_message_bytes),
@@ -361,8 +389,35 @@ class Server:
                 f"{tls_hint}"
             )
         self._serving = serving
+        if self._local_transport and local_transport_available():
+            try:
+                self._local = LocalEndpoint(
+                    self,
+                    servicer,
+                    serving.loop,
+                    shared_chunk_store(),
+                    self._max_bytes,
+                    self._max_message_bytes,
+                    self._local_transport_uids,
+                )
+            except OSError as error:
+                # gRPC serves on; clients on this host use it instead.
+                _LOGGER.warning("no same-host transport: %s", error)
         _stop_servers_at_exit()
         return bound
+
+    @property
+    def local_address(self) -> str | None:
+        """The same-host transport's address (``unix:///...``), where this
+        server has one (a listening server on Linux, unless
+        ``local_transport=False``); None otherwise."""
+        return None if self._local is None else self._local.address
+
+    @property
+    def local_advertisement(self) -> tuple[str, bytes] | None:
+        """(local_address, SHA-256 of its token) for ServerInfo; None without one."""
+        local = self._local
+        return None if local is None else (local.address, local.token_sha256)
 
     @property
     def port(self) -> int | None:
@@ -507,6 +562,13 @@ class Server:
         if self._serving is not None:
             # First, so that load balancers drain while the calls end.
             self._serving.stop_serving(wait=wait)
+        if self._local is not None:
+            # Its threads may wait for the loop (stopped below) or the GIL:
+            # from a finalizer, stopped on a thread of its own.
+            if wait:
+                self._local.stop()
+            else:
+                threading.Thread(target=self._local.stop, daemon=True).start()
         for table in self._tables.values():
             table._core.close()
         if self._serving is not None:

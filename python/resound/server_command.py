@@ -155,6 +155,7 @@ def _run(args: argparse.Namespace, settings: ServerSettings) -> int:
             checkpointer=checkpointer,
             tls=settings.tls,
             metrics_port=settings.metrics_port,
+            local_transport=settings.local_transport,
             **settings.limits,
         )
     except (ValueError, RuntimeError, OSError, ImportError) as error:

@@ -563,7 +563,11 @@ class ReplayServicer:
                 message.priority_histogram.min = histogram.min
                 message.priority_histogram.max = histogram.max
                 message.priority_histogram.counts.extend(histogram.counts)
-        return _proto.ServerInfoResponse(tables=tables)
+        response = _proto.ServerInfoResponse(tables=tables)
+        advertised = getattr(self._server, "local_advertisement", None)
+        if advertised is not None:
+            response.local_address, response.local_token_sha256 = advertised
+        return response
 
     def _table_info(self, table: Any) -> Any:
         """``table``'s TableInfo message now: what never changes (options,

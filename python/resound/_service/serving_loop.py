@@ -51,6 +51,11 @@ class ServingLoop:
         self._stopped = False
 
     @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop the servicer's handlers run on."""
+        return self._loop
+
+    @property
     def open_calls(self) -> int:
         """Long-lived calls open right now (read from any thread)."""
         return self._servicer.open_calls

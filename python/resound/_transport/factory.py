@@ -10,8 +10,11 @@
   server of this process may start at the address later (the gRPC
   transport is then closed and replaced), and a stopped one may be
   replaced by a new one at the same address (as a remote client would
-  reconnect; until then its calls raise CancelledError). With
-  ``kind='grpc'`` it always uses gRPC.
+  reconnect; until then its calls raise CancelledError). A server in
+  another process is called over its same-host transport where it has one
+  this process reaches (``LocalTransport``), else over gRPC. With
+  ``kind='grpc'`` it always uses gRPC; with ``kind='local'`` only the
+  same-host transport.
 
 gRPC is imported only when a gRPC transport is made, so that a client of an
 embedded server never loads it.
@@ -36,7 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = ["AddressTransport", "in_process_transport", "transport_for"]
 
-KINDS = ("auto", "grpc")
+KINDS = ("auto", "grpc", "local")
 
 
 def transport_for(
@@ -51,7 +54,7 @@ def transport_for(
     ``turn``: where a client of several servers starts its turns (a pickled
     copy's, see ``Transport.turn_for_copy``)."""
     if kind not in KINDS:
-        raise ValueError(f"transport must be 'auto' or 'grpc', got {kind!r}")
+        raise ValueError(f"transport must be 'auto', 'grpc' or 'local', got {kind!r}")
     if not target.several:
         return AddressTransport(target.text, kind, tls)
     # Imported here: a set of servers talks gRPC (ServerSet imports grpc).
@@ -96,7 +99,7 @@ class AddressTransport:
         """The transport to call now: chooses again (see the module doc)."""
         transport = self._current
         if transport is not None and not isinstance(transport, EmbeddedTransport):
-            if self._kind == "grpc":
+            if self._kind != "auto":  # 'grpc' and 'local' never switch
                 return transport
             # A server of this process may have started at the address since
             # (looked for again only after a server registered).
@@ -120,7 +123,7 @@ class AddressTransport:
             if server is None:
                 if transport is not None:
                     return transport
-                transport = self._current = _remote_transport(self._address, self._tls)
+                transport = self._current = _remote_transport(self._address, self._kind, self._tls)
                 return transport
             transport = self._current = EmbeddedTransport(server, self._address)
         return transport
@@ -191,8 +194,18 @@ class AddressTransport:
             self._current.close()
 
 
-def _remote_transport(address: str, tls: ClientTls | None) -> ServerTransport:
+def _remote_transport(address: str, kind: str, tls: ClientTls | None) -> ServerTransport:
+    """The transport of a server in another process: over gRPC, or its
+    same-host transport where it has one that this process reaches ('auto'
+    uses it then, 'local' requires it; a ``unix://`` address is one)."""
     # Imported here, on first use: gRPC is loaded only by clients that use it.
+    from resound import _core
     from resound._transport.remote import RemoteTransport
 
+    if _core.HAS_LOCAL_TRANSPORT and (kind != "grpc" or address.startswith("unix://")):
+        from resound._transport.local import LocalTransport
+
+        return LocalTransport(address, tls, required=kind == "local")
+    if kind == "local":
+        raise ValueError("transport='local' needs the same-host transport, which only Linux has")
     return RemoteTransport(address, tls)
