@@ -35,6 +35,9 @@ process count too) and at 400 KB >= 2x. Rows without a target are shown for
 reference.
 
 Usage: python bench/bench_remote.py [--quick] [--only NAME ...] [--no-reverb]
+                                    [--transport grpc|local]
+  --transport local: resound's clients use the server's same-host transport
+  (a Unix socket and shared memory) instead of gRPC.
   --only takes workload names or shell patterns (sample_*), repeatable.
 """
 
@@ -143,10 +146,14 @@ class ServerProcess:
         self.process.stdout.close()
 
 
+# resound's client transport: gRPC, or the same-host transport (--transport).
+RESOUND_TRANSPORT = "grpc"
+
+
 def client_for(lib: str, port: int) -> Any:
     mod = __import__(lib)
     if lib == "resound":
-        return mod.Client(f"localhost:{port}", transport="grpc")
+        return mod.Client(f"localhost:{port}", transport=RESOUND_TRANSPORT)
     return mod.Client(f"localhost:{port}")
 
 
@@ -288,7 +295,7 @@ import sys, time
 import numpy as np
 lib, port, kind, seconds = sys.argv[1], int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
 mod = __import__(lib)
-client = (mod.Client(f"localhost:{port}", transport="grpc") if lib == "resound"
+client = (mod.Client(f"localhost:{port}", transport=sys.argv[5]) if lib == "resound"
           else mod.Client(f"localhost:{port}"))
 x = np.ones(1000, np.float32)
 sys.stdout.write("ready\n"); sys.stdout.flush(); sys.stdin.readline()
@@ -318,7 +325,8 @@ def concurrent(lib: str, kind: str, processes: int, seconds: float, items: int) 
         def once() -> float:
             clients = [
                 subprocess.Popen(
-                    [sys.executable, "-c", CLIENT, lib, str(server.port), kind, str(seconds)],
+                    [sys.executable, "-c", CLIENT, lib, str(server.port), kind, str(seconds)]
+                    + [RESOUND_TRANSPORT],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.DEVNULL,
@@ -347,7 +355,15 @@ def main() -> None:
     parser.add_argument(
         "--only", action="append", metavar="NAME", help="workload name or pattern (repeatable)"
     )
+    parser.add_argument(
+        "--transport",
+        choices=("grpc", "local"),
+        default="grpc",
+        help="resound's client transport: gRPC (default) or the same-host transport",
+    )
     args = parser.parse_args()
+    global RESOUND_TRANSPORT
+    RESOUND_TRANSPORT = args.transport
     seconds = 0.5 if args.quick else 3.0
     items = 2_000 if args.quick else 20_000
     libs = ["resound"]
@@ -426,7 +442,8 @@ def main() -> None:
         )
     floors = floor_rows(rows, seconds)
     print_table(
-        "resound over gRPC vs dm-reverb over gRPC (server in another process; medians of 3)",
+        f"resound over {RESOUND_TRANSPORT} vs dm-reverb over gRPC (server in another process; "
+        "medians of 3)",
         ["workload", "payload", "resound", "reverb", "ratio", "target", "met"],
         [
             [

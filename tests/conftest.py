@@ -65,11 +65,15 @@ def tables(store: _core.ChunkStore) -> Iterator[Callable[..., _core.Table]]:
         table.close()
 
 
-@pytest.fixture(params=["embedded", "grpc"])
+TRANSPORTS = ["embedded", "grpc", *(["local"] if _core.HAS_LOCAL_TRANSPORT else [])]
+
+
+@pytest.fixture(params=TRANSPORTS)
 def serve(request: Any) -> Iterator[Callable[..., tuple[resound.Server, resound.Client]]]:
     """serve(*tables) -> (server, client) over each transport: an embedded
-    server with an in-process client, and a server on a 127.0.0.1 port it
-    picks with a gRPC client. Servers stop at teardown."""
+    server with an in-process client, a server on a 127.0.0.1 port it picks
+    with a gRPC client, and (on Linux) the same server with a client of its
+    same-host transport. Servers stop at teardown."""
     servers: list[resound.Server] = []
 
     def make(*tables: resound.Table) -> tuple[resound.Server, resound.Client]:
@@ -79,7 +83,7 @@ def serve(request: Any) -> Iterator[Callable[..., tuple[resound.Server, resound.
             return server, server.in_process_client()
         server = resound.Server(list(tables))
         servers.append(server)
-        return server, resound.Client(f"127.0.0.1:{server.port}", transport="grpc")
+        return server, resound.Client(f"127.0.0.1:{server.port}", transport=request.param)
 
     yield make
     for server in servers:

@@ -1,0 +1,304 @@
+"""The same-host transport (docs/local-transport.md) beyond the API suite,
+which runs on it through the ``serve`` fixture: which transport a client
+picks, the proof of the server's identity, who is let in, faults, and
+frames no client library sends."""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import fcntl
+import os
+import random
+import signal
+import socket
+import struct
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import resound
+from resound import _core
+from resound._transport.local import LocalTransport
+from resound._transport.remote import RemoteTransport
+
+from helpers.server_processes import REPLAY_TABLE_TOML, ServerProcess
+from helpers.waiting import SAFETY, wait_until
+
+pytestmark = pytest.mark.skipif(
+    not _core.HAS_LOCAL_TRANSPORT, reason="the same-host transport needs Linux"
+)
+
+
+def replay() -> resound.Table:
+    return resound.Table(
+        "replay",
+        resound.selectors.Uniform(),
+        resound.selectors.Fifo(),
+        1000,
+        resound.rate_limiters.MinSize(1),
+    )
+
+
+def chosen(client: resound.Client) -> Any:
+    return client._transport.chosen()  # type: ignore[attr-defined]
+
+
+def insert_and_sample(client: resound.Client, value: float) -> None:
+    client.insert({"x": np.full(4, value, np.float32)}, priorities={"replay": 1.0})
+    sample = next(client.sample("replay", emit_timesteps=False))
+    assert np.asarray(sample.data[0]).size >= 4  # no signature: the leaves, flat
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    path = tmp_path / "server.toml"
+    path.write_text('[server]\nhost = "127.0.0.1"\nport = 0\n' + REPLAY_TABLE_TOML)
+    return path
+
+
+def serving_port(served: ServerProcess) -> int:
+    return int(served.wait_for(r"serving 1 table\(s\) on 127\.0\.0\.1:(\d+)").group(1))
+
+
+# --- which transport
+
+
+def test_a_client_of_a_server_in_another_process_uses_it_and_grpc_when_told(config):
+    served = ServerProcess(config)
+    try:
+        port = serving_port(served)
+        client = resound.Client(f"127.0.0.1:{port}")
+        insert_and_sample(client, 1.0)
+        transport = chosen(client)
+        assert isinstance(transport, LocalTransport)
+        assert transport.local_path is not None and transport.local_path.endswith("replay.sock")
+        forced = resound.Client(f"127.0.0.1:{port}", transport="grpc")
+        insert_and_sample(forced, 2.0)
+        assert type(chosen(forced)) is RemoteTransport
+        # The socket's address works as an address of its own.
+        direct = resound.Client(f"unix://{transport.local_path}")
+        assert direct.server_info()["replay"].current_size == 2
+        client.close(), forced.close(), direct.close()
+    finally:
+        assert served.stop() == 0
+
+
+def test_a_socket_with_another_token_is_not_used(monkeypatch):
+    server = resound.Server([replay()])
+    other = resound.Server([replay()])
+    try:
+        assert server._local is not None and other._local is not None
+        # The server advertises the other's socket with its own token's hash:
+        # what a client finds at the path is not the server it asked.
+        monkeypatch.setattr(server._local, "address", other._local.address)
+        transport = LocalTransport(f"127.0.0.1:{server.port}")
+        assert transport._local_connections() is None  # gRPC, then
+        assert transport.server_info(SAFETY)["replay"].current_size == 0
+        required = LocalTransport(f"127.0.0.1:{server.port}", required=True)
+        with pytest.raises(ConnectionError, match="offers no same-host transport"):
+            required.server_info(SAFETY)
+        transport.close(), required.close()
+    finally:
+        server.stop()
+        other.stop()
+
+
+def test_a_server_without_it_advertises_none_and_clients_use_grpc():
+    server = resound.Server([replay()], local_transport=False)
+    try:
+        assert server.local_address is None
+        client = resound.Client(f"127.0.0.1:{server.port}", transport="local")
+        with pytest.raises(ConnectionError, match="offers no same-host transport"):
+            client.server_info()
+        transport = LocalTransport(f"127.0.0.1:{server.port}")
+        assert transport.server_info(SAFETY)["replay"].current_size == 0
+        assert transport.local_path is None
+        client.close(), transport.close()
+    finally:
+        server.stop()
+
+
+# --- who is let in
+
+
+def test_only_the_allowed_users_are_let_in():
+    server = resound.Server([replay()], local_transport_uids=[os.geteuid() + 4242])
+    try:
+        assert server.local_address is not None
+        path = server.local_address[len("unix://") :]
+        with pytest.raises(_core.LocalStatusError, match="not let in"):
+            _core.LocalClient(path, 4096, 4096, SAFETY)
+        # An auto client then uses gRPC.
+        transport = LocalTransport(f"127.0.0.1:{server.port}")
+        assert transport.server_info(SAFETY)["replay"].current_size == 0
+        assert transport.local_path is None
+        transport.close()
+    finally:
+        server.stop()
+
+
+def test_the_sockets_directory_admits_only_the_servers_user(tmp_path):
+    server = resound.Server([replay()])
+    try:
+        path = server.local_address[len("unix://") :]
+        assert os.stat(os.path.dirname(path)).st_mode & 0o777 == 0o700
+        if os.geteuid() != 0:
+            return  # another user's process cannot be made here; the mode is the proof
+        # A child that becomes another user (nobody) cannot even reach the socket.
+        child = os.fork()
+        if child == 0:
+            try:
+                os.setgid(65534)
+                os.setuid(65534)
+                with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as sock:
+                    sock.connect(path)
+                os._exit(1)  # reached it: wrong
+            except PermissionError:
+                os._exit(0)
+            except BaseException:
+                os._exit(2)
+        _, status = os.waitpid(child, 0)
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    finally:
+        server.stop()
+    assert not os.path.exists(os.path.dirname(path))  # removed at stop
+
+
+# --- faults
+
+WRITER = """
+import sys, numpy as np, resound
+client = resound.Client(sys.argv[1], transport="local")
+with client.trajectory_writer(1) as writer:
+    writer.append({"x": np.zeros(100_000, np.float32)})
+    writer.create_item("replay", 1.0, {"x": writer.history["x"][-1]})
+    writer.flush()
+    print("wrote", flush=True)
+    while True:
+        writer.append({"x": np.ones(100_000, np.float32)})
+        writer.create_item("replay", 1.0, {"x": writer.history["x"][-1]})
+"""
+
+
+def test_a_client_killed_mid_insert_leaves_no_connection_behind():
+    server = resound.Server([replay()])
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-c", WRITER, f"127.0.0.1:{server.port}"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert process.stdout is not None
+        assert process.stdout.readline().strip() == "wrote"
+        assert server._local is not None
+        wait_until(lambda: server._local.num_connections >= 1, "the writer's connection")
+        process.send_signal(signal.SIGKILL)
+        process.wait(SAFETY)
+        process.stdout.close()
+        wait_until(lambda: server._local.num_connections == 0, "the connection to end")
+        # What went in stays, and the server serves on.
+        size = server.table("replay").info.current_size
+        assert size >= 1
+        client = resound.Client(f"127.0.0.1:{server.port}", transport="local")
+        insert_and_sample(client, 3.0)
+        assert server.table("replay").info.current_size == size + 1
+        client.close()
+    finally:
+        server.stop()
+
+
+def test_calls_end_when_the_server_stops_and_find_a_restarted_one(config, tmp_path):
+    served = ServerProcess(config)
+    port = serving_port(served)
+    client = resound.Client(f"127.0.0.1:{port}", transport="local")
+    insert_and_sample(client, 1.0)
+    first = chosen(client).local_path
+    assert served.stop(signal.SIGKILL) == -signal.SIGKILL
+    with pytest.raises((resound.errors.DeadlineExceededError, ConnectionError)):
+        client.server_info(timeout=1.0)
+    # A new server on the same port: the client finds its socket.
+    config.write_text(f'[server]\nhost = "127.0.0.1"\nport = {port}\n' + REPLAY_TABLE_TOML)
+    again = ServerProcess(config)
+    try:
+        serving_port(again)
+        assert client.server_info(timeout=SAFETY)["replay"].current_size == 0
+        insert_and_sample(client, 2.0)
+        assert chosen(client).local_path not in (None, first)
+        client.close()
+    finally:
+        assert again.stop() == 0
+
+
+# --- frames no client library sends
+
+_HEADER = struct.Struct("<IHHIIQQQ")
+
+
+def frame(kind: int, method: int = 0, flags: int = 0, request: int = 1, offset: int = 0,
+          length: int = 0) -> bytes:  # fmt: skip
+    return _HEADER.pack(0x464C5352, 1, kind, method, flags, request, offset, length)
+
+
+def sealed_region(size: int) -> int:
+    fd = os.memfd_create("fuzz", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    os.ftruncate(fd, size)
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW)
+    return fd
+
+
+def send(sock: socket.socket, data: bytes, fds: list[int] = ()) -> None:  # type: ignore[assignment]
+    ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the server closed it
+        sock.sendmsg([data], ancillary)
+
+
+def test_random_frames_leave_the_tables_intact():
+    server = resound.Server([replay()])
+    try:
+        client = resound.Client(f"127.0.0.1:{server.port}", transport="local")
+        for value in range(5):
+            client.insert({"x": np.full(4, value, np.float32)}, priorities={"replay": 1.0})
+        before = sorted(item.key for item in server.table("replay")._core.snapshot())
+        connections = server._local.num_connections  # the client's own, idle
+        path = server.local_address[len("unix://") :]
+        rng = random.Random(11)
+        region = sealed_region(4096)
+        hello = frame(1, length=16) + struct.pack("<QQ", 4096, 4096)
+        for trial in range(300):
+            with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as sock:
+                sock.settimeout(SAFETY)
+                sock.connect(path)
+                if trial % 3:
+                    send(sock, hello, [region])
+                    try:
+                        sock.recvmsg(70_000, 64)  # the welcome (or why not)
+                    except OSError:
+                        continue
+                data = bytearray(
+                    frame(
+                        rng.choice([1, 2, 3, 4, 5, 9]),
+                        method=rng.choice([0, 1, 2, 3, 4, 6, 99]),
+                        flags=rng.choice([0, 1, 2, 3, 8]),
+                        offset=rng.choice([0, 4000, 2**63]),
+                        length=rng.choice([0, 16, 200, 5000, 2**40]),
+                    )
+                )
+                data += rng.randbytes(rng.choice([0, 16, 100]))
+                for _ in range(rng.randrange(3)):
+                    data[rng.randrange(len(data))] = rng.randrange(256)
+                send(sock, bytes(data), [region] if rng.random() < 0.1 else [])
+        os.close(region)
+        wait_until(
+            lambda: server._local.num_connections == connections, "the fuzzed connections to end"
+        )
+        after = sorted(item.key for item in server.table("replay")._core.snapshot())
+        assert after == before
+        insert_and_sample(client, 9.0)
+        client.close()
+    finally:
+        server.stop()
