@@ -29,14 +29,14 @@ import threading
 import time
 import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from resound import _core
 from resound._service.call_limits import (
     DEFAULT_MAX_OPEN_CALLS,
     DEFAULT_MAX_OPEN_CALLS_PER_CONNECTION,
     CallLimits,
 )
-from resound._service.local_endpoint import LocalEndpoint, local_transport_available
 from resound._service.response_budget import (
     DEFAULT_MAX_INFLIGHT_BYTES,
     DEFAULT_MAX_INFLIGHT_BYTES_PER_CONNECTION,
@@ -58,6 +58,9 @@ from resound.tls import ServerTls
 
 # Start, stop, restores and checkpoints, at INFO (shown once the application
 # configures logging, as resound-server does).
+if TYPE_CHECKING:
+    from resound._service.local_endpoint import LocalEndpoint
+
 _LOGGER = logging.getLogger("resound.server")
 
 __all__ = ["Server"]
@@ -389,7 +392,10 @@ class Server:
                 f"{tls_hint}"
             )
         self._serving = serving
-        if self._local_transport and local_transport_available():
+        if self._local_transport and _core.HAS_LOCAL_TRANSPORT:
+            # Imported here too: it builds on the servicer (and grpc).
+            from resound._service.local_endpoint import LocalEndpoint
+
             try:
                 self._local = LocalEndpoint(
                     self,

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from resound._service.servicer import ReplayServicer
     from resound._table_host import TableHost
 
-__all__ = ["LOCAL_METHODS", "LocalEndpoint", "local_transport_available"]
+__all__ = ["LOCAL_METHODS", "LocalEndpoint"]
 
 _LOGGER = logging.getLogger("resound")
 
@@ -51,11 +51,6 @@ LOCAL_METHODS = {
 MAX_CONNECTIONS = 1024
 # A Unix socket's path holds at most 107 bytes.
 _MAX_SOCKET_PATH = 107
-
-
-def local_transport_available() -> bool:
-    """Whether this platform has the same-host transport (Linux)."""
-    return bool(_core.HAS_LOCAL_TRANSPORT)
 
 
 class LocalEndpoint:

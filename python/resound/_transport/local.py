@@ -287,7 +287,9 @@ class _StreamCall:
                 arrival = self._inbox.get(timeout=_WATCH_SECONDS)
             except queue.Empty:
                 if self._cancelled:
-                    raise LocalRpcError(grpc.StatusCode.CANCELLED, "the call was cancelled") from None
+                    raise LocalRpcError(
+                        grpc.StatusCode.CANCELLED, "the call was cancelled"
+                    ) from None
                 self._client.check_open()  # the server's farewell, if it ended the stream
                 continue
             if arrival is _END_OF_REQUESTS:
