@@ -47,6 +47,7 @@ Example:
     >>> store = ChunkStore()
     >>> writer = VectorWriter(store, 2, [("<f4", (3,))], max_sequence_length=2, max_chunk_length=2)
     >>> writer.append([np.zeros((2, 3), np.float32)])
+    0
     >>> writer.episode_steps
     [1, 1]
 )doc")
@@ -79,24 +80,30 @@ Example:
             // As in ColumnChunker.append: small copies keep the GIL.
             std::optional<py::gil_scoped_release> release;
             if (bytes > kKeepGilBelowBytes) release.emplace();
-            writer.Append(spans);
+            return writer.Append(spans).queued;
           },
           py::arg("columns"),
-          "One step for every environment: each column a C-contiguous buffer of num_envs rows.")
+          "One step for every environment: each column a C-contiguous buffer of num_envs rows. Then "
+          "inserts the ready items their tables take without waiting; returns num_queued.")
       .def(
           "create_items",
           [](VectorWriter& writer, const std::shared_ptr<Table>& table, int64_t length, const Priorities& priorities,
              const std::optional<Flags>& envs) {
-            return writer.CreateItems(table, length, {priorities.data(), static_cast<size_t>(priorities.size())},
-                                      FlagSpan(envs));
+            const VectorWriter::Written written = writer.CreateItems(
+                table, length, {priorities.data(), static_cast<size_t>(priorities.size())}, FlagSpan(envs));
+            return py::make_tuple(written.created, written.queued);
           },
           py::arg("table"), py::arg("length"), py::arg("priorities"), py::arg("envs") = py::none(),
-          "Queues an item of the newest `length` steps of each selected environment that has them; "
-          "returns how many.")
+          "Queues an item of the newest `length` steps of each selected environment that has them, then "
+          "inserts the ready items their tables take without waiting; returns (items queued, num_queued).")
       .def(
           "end_episodes",
-          [](VectorWriter& writer, const std::optional<Flags>& envs) { writer.EndEpisodes(FlagSpan(envs)); },
-          py::arg("envs") = py::none(), "Ends the selected environments' episodes (None: all).")
+          [](VectorWriter& writer, const std::optional<Flags>& envs) {
+            return writer.EndEpisodes(FlagSpan(envs)).queued;
+          },
+          py::arg("envs") = py::none(),
+          "Ends the selected environments' episodes (None: all), then inserts the ready items their tables "
+          "take without waiting; returns num_queued.")
       .def("complete_chunks", &VectorWriter::CompleteChunks, "Completes every open chunk.")
       .def(
           "insert_ready",

@@ -193,8 +193,7 @@ class VectorWriter:
         self._check_open()
         columns = self._columns(step)
         if self._core is not None:
-            self._core.append(columns)
-            self._throttle()
+            self._throttle(self._core.append(columns))
         elif self._per_env is not None:
             for env, writer in enumerate(self._per_env):
                 writer.append(nest.unflatten_as(self._structure, [c[env] for c in columns]))
@@ -227,8 +226,9 @@ class VectorWriter:
         priorities = self._priorities(priority)
         mask = self._mask(envs)
         if self._core is not None:
-            created = int(self._core.create_items(self._table(table), length, priorities, mask))
-            self._throttle()
+            created: int
+            created, queued = self._core.create_items(self._table(table), length, priorities, mask)
+            self._throttle(queued)
             return created
         if self._per_env is None:
             return 0  # nothing appended yet: no environment has a step
@@ -250,8 +250,7 @@ class VectorWriter:
         self._check_open()
         mask = self._mask(envs)
         if self._core is not None:
-            self._core.end_episodes(mask)
-            self._throttle()
+            self._throttle(self._core.end_episodes(mask))
         elif self._per_env is not None:
             for env, writer in enumerate(self._per_env):
                 if mask is None or mask[env]:
@@ -468,12 +467,11 @@ class VectorWriter:
             self._tables[name] = table
         return table
 
-    def _throttle(self) -> None:
-        core = self._core
-        if core.num_ready:
-            core.insert_ready(0.0)
-            if core.num_queued > self._max_in_flight:
-                self._wait_until(self._max_in_flight, None, "append")
+    def _throttle(self, queued: int) -> None:
+        # The core's writing calls inserted what their tables took at once
+        # and report how many items are left queued.
+        if queued > self._max_in_flight:
+            self._wait_until(self._max_in_flight, None, "append")
 
     def _wait_until(self, keep: int, deadline: float | None, call: str) -> None:
         core = self._core
