@@ -3,6 +3,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -31,6 +32,53 @@ using Priorities = py::array_t<double, py::array::c_style | py::array::forcecast
 std::span<const uint8_t> FlagSpan(const std::optional<Flags>& envs) {
   if (!envs) return {};
   return {envs->data(), static_cast<size_t>(envs->size())};
+}
+
+constexpr char kNativeOrder = std::endian::native == std::endian::little ? '<' : '>';
+
+// numpy's dtype.str of `dtype` is `want`'s type string: same kind, size and
+// byte order ('|', no byte order, matches either).
+bool SameDType(const py::dtype& dtype, const DType& want) {
+  if (dtype.kind() != want.kind() || dtype.itemsize() != want.itemsize() || dtype.has_fields()) return false;
+  char order = dtype.byteorder();
+  if (order == '=') order = kNativeOrder;
+  const char want_order = want.str().front();
+  return order == want_order || order == '|' || want_order == '|';
+}
+
+std::string ShapeString(const py::array& array) {
+  std::string text = "[";
+  for (py::ssize_t i = 0; i < array.ndim(); ++i) text += (i ? ", " : "") + std::to_string(array.shape(i));
+  return text + "]";
+}
+
+// Column c of a step, as a buffer: a C-contiguous numpy array of the
+// column's dtype and of shape (num_envs, *step_shape). Anything else is a
+// TypeError naming the column and what it needs, before anything is
+// appended: resound.VectorWriter converts (or names the field) only then.
+std::unique_ptr<BufferView> CheckedColumn(py::handle object, size_t c, int64_t num_envs,
+                                          const VectorWriter::ColumnFormat& format) {
+  bool ok = py::isinstance<py::array>(object);
+  if (ok) {
+    const auto array = py::reinterpret_borrow<py::array>(object);
+    ok = (array.flags() & py::array::c_style) != 0 && SameDType(array.dtype(), format.dtype) &&
+         array.ndim() == static_cast<py::ssize_t>(format.step_shape.size() + 1) && array.shape(0) == num_envs;
+    for (size_t i = 0; ok && i < format.step_shape.size(); ++i) {
+      ok = array.shape(static_cast<py::ssize_t>(i + 1)) == format.step_shape[i];
+    }
+  }
+  if (ok) return std::make_unique<BufferView>(object);
+  std::string need = "[" + std::to_string(num_envs);
+  for (const int64_t size : format.step_shape) need += ", " + std::to_string(size);
+  need += "]";
+  std::string got = std::string(py::str(py::type::of(object).attr("__name__")));
+  if (py::isinstance<py::array>(object)) {
+    const auto array = py::reinterpret_borrow<py::array>(object);
+    got = std::string(py::str(array.dtype().attr("str"))) + " array of shape " + ShapeString(array) +
+          ((array.flags() & py::array::c_style) != 0 ? "" : ", not C-contiguous");
+  }
+  throw py::type_error("columns[" + std::to_string(c) + "] must be a C-contiguous numpy array of dtype " +
+                       std::string(format.dtype.str()) + " and shape " + need + ", got " + got);
 }
 
 }  // namespace
@@ -65,15 +113,20 @@ Example:
       .def(
           "append",
           [](VectorWriter& writer, const py::sequence& columns) {
+            const std::vector<VectorWriter::ColumnFormat>& formats = writer.formats();
+            const size_t count = columns.size();
+            if (count != formats.size()) {
+              throw InvalidArgumentError("a step has " + std::to_string(formats.size()) + " columns, got " +
+                                         std::to_string(count));
+            }
             // The views stay alive (and hold their buffers) for the copy.
             std::vector<std::unique_ptr<BufferView>> views;
             std::vector<std::span<const std::byte>> spans;
-            const size_t count = columns.size();
             size_t bytes = 0;
             views.reserve(count);
             spans.reserve(count);
             for (size_t c = 0; c < count; ++c) {
-              views.push_back(std::make_unique<BufferView>(columns[c]));
+              views.push_back(CheckedColumn(columns[c], c, writer.num_envs(), formats[c]));
               spans.emplace_back(static_cast<const std::byte*>(views.back()->data()), views.back()->size());
               bytes += views.back()->size();
             }
@@ -83,7 +136,8 @@ Example:
             return writer.Append(spans).queued;
           },
           py::arg("columns"),
-          "One step for every environment: each column a C-contiguous buffer of num_envs rows. Then "
+          "One step for every environment: column c a C-contiguous numpy array of its dtype and shape "
+          "(num_envs, *step_shape) (TypeError naming the column otherwise, with nothing appended). Then "
           "inserts the ready items their tables take without waiting; returns num_queued.")
       .def(
           "create_items",

@@ -95,6 +95,7 @@ class VectorWriter {
 
   int64_t num_envs() const noexcept { return num_envs_; }
   size_t num_columns() const noexcept { return formats_.size(); }
+  const std::vector<ColumnFormat>& formats() const noexcept { return formats_; }
   // Items created and not yet inserted (waiting for chunks or for a table).
   int64_t num_queued() const;
   // Of those, the ones whose chunks are complete.

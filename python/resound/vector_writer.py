@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 import threading
 import time
 from collections.abc import Callable
@@ -144,7 +145,8 @@ class VectorWriter:
         self._tables: dict[str, Any] = {}
         self._per_env: list[TrajectoryWriter] | None = None
         self._structure: Any = None
-        self._keys: list[Any] | None = None  # a flat dict's sorted keys: the fast path
+        # A flat dict step's leaves in its sorted keys' order: the fast path.
+        self._get_leaves: Callable[[dict[Any, Any]], Any] | None = None
         self._formats: list[tuple[np.dtype[Any], tuple[int, ...]]] = []
         self._paths: list[Any] = []
         self._one = np.ones(1)
@@ -190,13 +192,19 @@ class VectorWriter:
         ``i``'s step. The first call fixes the structure, dtypes and shapes;
         later steps must match them (ValueError naming the field otherwise).
         """
-        self._check_open()
-        columns = self._columns(step)
-        if self._core is not None:
-            self._throttle(self._core.append(columns))
-        elif self._per_env is not None:
-            for env, writer in enumerate(self._per_env):
-                writer.append(nest.unflatten_as(self._structure, [c[env] for c in columns]))
+        core = self._core
+        if core is None:  # the first step, closed (close() drops the core) or over gRPC
+            self._append_slow(step)
+            return
+        leaves = self._leaves(step)
+        try:
+            queued = core.append(leaves)
+        except TypeError:
+            # A leaf is not a C-contiguous array of its field's dtype and
+            # shape, and the core appended nothing: convert it, or raise
+            # the error naming the field.
+            queued = core.append(self._coerced(leaves))
+        self._throttle(queued)
 
     @_locked
     def create_items(
@@ -358,17 +366,33 @@ class VectorWriter:
         mask[values.reshape(-1)] = True
         return mask
 
-    def _columns(self, step: Any) -> list[Any]:
-        keys = self._keys
-        if keys is not None and type(step) is dict and len(step) == len(keys):
-            try:
-                leaves = [step[key] for key in keys]
-            except KeyError:
-                leaves = self._flatten(step)
-        elif self._structure is None:
-            return self._first_step(step)
+    def _append_slow(self, step: Any) -> None:
+        self._check_open()
+        if self._structure is None:
+            columns = self._first_step(step)
         else:
-            leaves = self._flatten(step)
+            columns = self._coerced(self._leaves(step))
+        if self._core is not None:
+            self._throttle(self._core.append(columns))
+        elif self._per_env is not None:
+            for env, writer in enumerate(self._per_env):
+                writer.append(nest.unflatten_as(self._structure, [c[env] for c in columns]))
+
+    def _leaves(self, step: Any) -> Any:
+        """A later step's leaves in the first step's order (a list or tuple),
+        as given: the core checks their dtypes and shapes."""
+        get_leaves = self._get_leaves
+        if get_leaves is not None and type(step) is dict and len(step) == len(self._formats):
+            try:
+                return get_leaves(step)
+            except KeyError:
+                pass
+        return self._flatten(step)
+
+    def _coerced(self, leaves: Any) -> list[Any]:
+        """``leaves`` as C-contiguous arrays of their fields' dtypes and
+        shapes, converting what converts; ValueError naming the field if not."""
+        leaves = list(leaves)
         for index, (dtype, shape) in enumerate(self._formats):
             leaf = leaves[index]
             if type(leaf) is not np.ndarray or leaf.dtype != dtype or leaf.shape != shape:
@@ -429,11 +453,8 @@ class VectorWriter:
                 )
             formats.append((array.dtype, array.shape))
             leaves.append(array)
-        self._structure = step
-        self._formats = formats
-        self._paths = [path for path, _ in flat]
-        if type(step) is dict and all(len(path) == 1 for path in self._paths):
-            self._keys = [path[0] for path in self._paths]
+        # The core (or the per-environment writers) first: if it refuses the
+        # formats (a dtype it cannot hold), the next step is a first step again.
         if self._embedded:
             self._core = _core.VectorWriter(
                 shared_chunk_store(),
@@ -444,6 +465,16 @@ class VectorWriter:
             )
         else:
             self._per_env = [self._new_env_writer() for _ in range(self._num_envs)]
+        self._structure = step
+        self._formats = formats
+        self._paths = [path for path, _ in flat]
+        if type(step) is dict and all(len(path) == 1 for path in self._paths):
+            keys = [path[0] for path in self._paths]
+            if len(keys) > 1:
+                self._get_leaves = operator.itemgetter(*keys)
+            else:
+                (key,) = keys
+                self._get_leaves = lambda step: [step[key]]
         return leaves
 
     def _new_env_writer(self) -> TrajectoryWriter:
