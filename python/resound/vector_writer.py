@@ -84,7 +84,11 @@ def _locked(method: _Method) -> _Method:
     """Runs ``method`` under the writer's lock. The C++ writer waits for a
     table without the GIL; a second thread calling into the same writer then
     waits here (without the GIL too) rather than in C++ holding the GIL,
-    which would stop the thread that could make room in the table."""
+    which would stop the thread that could make room in the table.
+
+    The per-step calls (``append``, ``create_items``, ``end_episodes``) take
+    the lock themselves with ``with self._lock``: this wrapper's ``*args``
+    and ``**kwargs`` cost more than the rest of their Python."""
 
     @functools.wraps(method)
     def run(self: VectorWriter, *args: Any, **kwargs: Any) -> Any:
@@ -183,7 +187,6 @@ class VectorWriter:
 
     # --- writing
 
-    @_locked
     def append(self, step: Any) -> None:
         """Appends one step to each environment's episode.
 
@@ -192,21 +195,22 @@ class VectorWriter:
         ``i``'s step. The first call fixes the structure, dtypes and shapes;
         later steps must match them (ValueError naming the field otherwise).
         """
-        core = self._core
-        if core is None:  # the first step, closed (close() drops the core) or over gRPC
-            self._append_slow(step)
-            return
-        leaves = self._leaves(step)
-        try:
-            queued = core.append(leaves)
-        except TypeError:
-            # A leaf is not a C-contiguous array of its field's dtype and
-            # shape, and the core appended nothing: convert it, or raise
-            # the error naming the field.
-            queued = core.append(self._coerced(leaves))
-        self._throttle(queued)
+        with self._lock:  # as _locked does
+            core = self._core
+            if core is None:  # the first step, closed (close() drops the core) or over gRPC
+                self._append_slow(step)
+                return
+            leaves = self._leaves(step)
+            try:
+                queued = core.append(leaves)
+            except TypeError:
+                # A leaf is not a C-contiguous array of its field's dtype and
+                # shape, and the core appended nothing: convert it, or raise
+                # the error naming the field.
+                queued = core.append(self._coerced(leaves))
+            if queued > self._max_in_flight:
+                self._wait_until(self._max_in_flight, None, "append")
 
-    @_locked
     def create_items(
         self,
         table: str,
@@ -227,42 +231,50 @@ class VectorWriter:
             default all. Environments with fewer than ``length`` steps in
             their episode are skipped.
         """
-        self._check_open()
-        if not isinstance(table, str):
-            raise TypeError(f"table must be a str, got {type(table).__name__}")
-        length = self._max_sequence_length if length is None else self._check_length(length)
-        priorities = self._priorities(priority)
-        mask = self._mask(envs)
-        if self._core is not None:
+        with self._lock:  # as _locked does
+            core = self._core
+            if core is None:  # else open: close() drops the core
+                self._check_open()
+            if not isinstance(table, str):
+                raise TypeError(f"table must be a str, got {type(table).__name__}")
+            if length is None:
+                length = self._max_sequence_length
+            elif type(length) is not int or not 1 <= length <= self._max_sequence_length:
+                length = self._check_length(length)
+            priorities = (
+                self._one
+                if type(priority) is float and priority == 1.0
+                else self._priorities(priority)
+            )
+            mask = None if envs is None else self._mask(envs)
+            if core is None:
+                return self._create_items_per_env(table, length, priorities, mask)
+            try:
+                table_core = self._tables[table]
+            except KeyError:
+                table_core = self._table(table)
             created: int
-            created, queued = self._core.create_items(self._table(table), length, priorities, mask)
-            self._throttle(queued)
+            created, queued = core.create_items(table_core, length, priorities, mask)
+            if queued > self._max_in_flight:
+                self._wait_until(self._max_in_flight, None, "create_items")
             return created
-        if self._per_env is None:
-            return 0  # nothing appended yet: no environment has a step
-        created = 0
-        for env, writer in enumerate(self._per_env):
-            if (mask is not None and not mask[env]) or writer.episode_steps < length:
-                continue
-            value = priorities[0] if len(priorities) == 1 else priorities[env]
-            trajectory = nest.map_structure(lambda column: column[-length:], writer.history)
-            writer.create_item(table, float(value), trajectory)
-            created += 1
-        return created
 
-    @_locked
     def end_episodes(self, envs: npt.ArrayLike | None = None) -> None:
         """Ends the episodes of the selected environments (a bool mask such
         as a vector environment's ``done``, or indices; default all): their
         next steps begin new episodes, and their items' chunks complete."""
-        self._check_open()
-        mask = self._mask(envs)
-        if self._core is not None:
-            self._throttle(self._core.end_episodes(mask))
-        elif self._per_env is not None:
-            for env, writer in enumerate(self._per_env):
-                if mask is None or mask[env]:
-                    writer.end_episode(clear_buffers=True)
+        with self._lock:  # as _locked does
+            core = self._core
+            if core is None:  # else open: close() drops the core
+                self._check_open()
+            mask = None if envs is None else self._mask(envs)
+            if core is not None:
+                if core.end_episodes(mask) > self._max_in_flight:
+                    self._wait_until(self._max_in_flight, None, "end_episodes")
+            elif self._per_env is not None:
+                for env, writer in enumerate(self._per_env):
+                    if mask is None or mask[env]:
+                        writer.end_episode(clear_buffers=True)
 
     @_locked
     def flush(self, timeout_ms: int | None = None) -> None:
@@ -372,8 +384,10 @@ class VectorWriter:
             columns = self._first_step(step)
         else:
             columns = self._coerced(self._leaves(step))
-        if self._core is not None:
-            self._throttle(self._core.append(columns))
+        core = self._core
+        if core is not None:
+            if core.append(columns) > self._max_in_flight:
+                self._wait_until(self._max_in_flight, None, "append")
         elif self._per_env is not None:
             for env, writer in enumerate(self._per_env):
                 writer.append(nest.unflatten_as(self._structure, [c[env] for c in columns]))
@@ -488,6 +502,25 @@ class VectorWriter:
             max_chunk_length=self._max_chunk_length,
         )
 
+    def _create_items_per_env(
+        self,
+        table: str,
+        length: int,
+        priorities: npt.NDArray[np.float64],
+        mask: npt.NDArray[np.bool_] | None,
+    ) -> int:
+        if self._per_env is None:
+            return 0  # nothing appended yet: no environment has a step
+        created = 0
+        for env, writer in enumerate(self._per_env):
+            if (mask is not None and not mask[env]) or writer.episode_steps < length:
+                continue
+            value = priorities[0] if len(priorities) == 1 else priorities[env]
+            trajectory = nest.map_structure(lambda column: column[-length:], writer.history)
+            writer.create_item(table, float(value), trajectory)
+            created += 1
+        return created
+
     def _table(self, name: str) -> Any:
         table = self._tables.get(name)
         if table is None:
@@ -497,12 +530,6 @@ class VectorWriter:
                 raise ValueError(f"table {name!r} is not on the server: {error}") from None
             self._tables[name] = table
         return table
-
-    def _throttle(self, queued: int) -> None:
-        # The core's writing calls inserted what their tables took at once
-        # and report how many items are left queued.
-        if queued > self._max_in_flight:
-            self._wait_until(self._max_in_flight, None, "append")
 
     def _wait_until(self, keep: int, deadline: float | None, call: str) -> None:
         core = self._core
