@@ -80,7 +80,7 @@ void VectorWriter::StartEpisodeLocked(Env& env) noexcept {
   env.steps = 0;
 }
 
-void VectorWriter::Append(std::span<const std::span<const std::byte>> columns) {
+VectorWriter::Written VectorWriter::Append(std::span<const std::span<const std::byte>> columns) {
   std::lock_guard<std::mutex> lock(mu_);
   if (columns.size() != formats_.size()) {
     throw InvalidArgumentError("a step has " + std::to_string(formats_.size()) + " columns, got " +
@@ -111,6 +111,7 @@ void VectorWriter::Append(std::span<const std::span<const std::byte>> columns) {
   // Only after every environment has its row: a refused item must not leave
   // the step half-appended.
   PrepareAllCompleteLocked();
+  return InsertWithoutWaitingLocked(0);
 }
 
 void VectorWriter::TrajectoryLocked(const Env& env, int64_t length, int64_t last_step,
@@ -133,8 +134,8 @@ void VectorWriter::TrajectoryLocked(const Env& env, int64_t length, int64_t last
   }
 }
 
-int64_t VectorWriter::CreateItems(const std::shared_ptr<Table>& table, int64_t length,
-                                  std::span<const double> priorities, std::span<const uint8_t> envs) {
+VectorWriter::Written VectorWriter::CreateItems(const std::shared_ptr<Table>& table, int64_t length,
+                                                std::span<const double> priorities, std::span<const uint8_t> envs) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!table) throw InvalidArgumentError("table must not be None");
   if (length < 1 || length > max_sequence_length_) {
@@ -167,7 +168,7 @@ int64_t VectorWriter::CreateItems(const std::shared_ptr<Table>& table, int64_t l
   }
   // A chunk that completed with the newest row makes its items ready now.
   PrepareAllCompleteLocked();
-  return created;
+  return InsertWithoutWaitingLocked(created);
 }
 
 void VectorWriter::PrepareCompleteLocked(Env& env) {
@@ -206,7 +207,7 @@ void VectorWriter::PrepareAllCompleteLocked() {
   if (first_error) std::rethrow_exception(first_error);
 }
 
-void VectorWriter::EndEpisodes(std::span<const uint8_t> envs) {
+VectorWriter::Written VectorWriter::EndEpisodes(std::span<const uint8_t> envs) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!envs.empty() && envs.size() != envs_.size()) {
     throw InvalidArgumentError("envs must hold one flag per environment (" + std::to_string(num_envs_) + "), got " +
@@ -230,6 +231,7 @@ void VectorWriter::EndEpisodes(std::span<const uint8_t> envs) {
     StartEpisodeLocked(env);
   }
   if (first_error) std::rethrow_exception(first_error);
+  return InsertWithoutWaitingLocked(0);
 }
 
 void VectorWriter::CompleteChunks() {
@@ -242,6 +244,15 @@ void VectorWriter::CompleteChunks() {
 
 int64_t VectorWriter::InsertReady(const Deadline& deadline) {
   std::lock_guard<std::mutex> lock(mu_);
+  return InsertReadyLocked(deadline);
+}
+
+VectorWriter::Written VectorWriter::InsertWithoutWaitingLocked(int64_t created) {
+  if (!ready_.empty()) InsertReadyLocked(Deadline::AfterSeconds(0));
+  return {created, NumQueuedLocked()};
+}
+
+int64_t VectorWriter::InsertReadyLocked(const Deadline& deadline) {
   int64_t inserted = 0;
   while (!ready_.empty()) {
     const std::shared_ptr<Table> table = ready_.front().table;
@@ -273,7 +284,7 @@ int64_t VectorWriter::InsertReady(const Deadline& deadline) {
 
 int64_t VectorWriter::num_queued() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return num_pending_ + static_cast<int64_t>(ready_.size());
+  return NumQueuedLocked();
 }
 
 int64_t VectorWriter::num_ready() const {

@@ -11,8 +11,12 @@
 // Items wait here until the chunks of their rows are complete (a chunk
 // completes at max_chunk_length rows, at an episode's end, or by Flush),
 // then are prepared (which makes them own their chunks) and inserted in the
-// order they became ready. InsertReady never waits longer than its deadline
-// for the rate limiter; what it could not insert stays queued, in order.
+// order they became ready. The writing calls (Append, CreateItems,
+// EndEpisodes) end by inserting the ready items that their tables take
+// without waiting, and return how many items are left queued, so that a
+// caller throttling on that needs no other call; InsertReady waits for a
+// rate limiter, never longer than its deadline. What a limiter held back
+// stays queued, in order.
 //
 // Not meant for several threads at once, but safe if so: one mutex guards
 // everything (held while waiting for a rate limiter too).
@@ -52,23 +56,32 @@ class VectorWriter {
   VectorWriter(const VectorWriter&) = delete;
   VectorWriter& operator=(const VectorWriter&) = delete;
 
+  // What a writing call did. Each one ends by inserting, without waiting,
+  // the ready items that their tables take (as InsertReady with a deadline
+  // already passed); an error inserting is thrown by that call, as
+  // InsertReady throws it.
+  struct Written {
+    int64_t created = 0;  // items CreateItems queued (0 for the other calls)
+    int64_t queued = 0;   // num_queued() after the call's inserts
+  };
+
   // One step for every environment: columns[c] holds num_envs rows of column
   // c back to back (InvalidArgumentError naming the column otherwise, with
   // nothing appended).
-  void Append(std::span<const std::span<const std::byte>> columns);
+  Written Append(std::span<const std::span<const std::byte>> columns);
 
   // Queues, for each environment selected by `envs` (one flag per
   // environment; empty: all) that has at least `length` steps in its
   // episode, an item of its newest `length` steps of every column, for
   // `table`. `priorities` holds one priority per environment or one for
-  // all; each must be finite. Returns the number of items queued.
-  int64_t CreateItems(const std::shared_ptr<Table>& table, int64_t length, std::span<const double> priorities,
+  // all; each must be finite. `created` is the number of items queued.
+  Written CreateItems(const std::shared_ptr<Table>& table, int64_t length, std::span<const double> priorities,
                       std::span<const uint8_t> envs);
 
   // Ends the episodes of the selected environments (empty: all): their
   // open chunks complete (so their queued items become ready) and their
   // next steps begin new episodes.
-  void EndEpisodes(std::span<const uint8_t> envs);
+  Written EndEpisodes(std::span<const uint8_t> envs);
 
   // Completes every open chunk: every queued item becomes ready.
   void CompleteChunks();
@@ -82,6 +95,7 @@ class VectorWriter {
 
   int64_t num_envs() const noexcept { return num_envs_; }
   size_t num_columns() const noexcept { return formats_.size(); }
+  const std::vector<ColumnFormat>& formats() const noexcept { return formats_; }
   // Items created and not yet inserted (waiting for chunks or for a table).
   int64_t num_queued() const;
   // Of those, the ones whose chunks are complete.
@@ -125,6 +139,11 @@ class VectorWriter {
   // PrepareCompleteLocked for every environment; throws the first error
   // after trying them all.
   void PrepareAllCompleteLocked();
+  // InsertReady with mu_ held.
+  int64_t InsertReadyLocked(const Deadline& deadline);
+  // The end of a writing call: inserts what the tables take at once.
+  Written InsertWithoutWaitingLocked(int64_t created);
+  int64_t NumQueuedLocked() const noexcept { return num_pending_ + static_cast<int64_t>(ready_.size()); }
   // Writes the trajectory of env's newest rows [last_step - length + 1,
   // last_step] into `trajectory`, reusing its buffers.
   void TrajectoryLocked(const Env& env, int64_t length, int64_t last_step, Trajectory& trajectory) const;

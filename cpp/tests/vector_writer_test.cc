@@ -1,7 +1,8 @@
 // VectorWriter: each environment's items slice its own newest steps within
-// its episode and its own chunks; items wait for complete chunks; a table
-// that refuses one item (signature) or holds items back (rate limiter) costs
-// no other item; bad steps change nothing.
+// its episode and its own chunks; items wait for complete chunks, and the
+// writing calls insert them once ready; a table that refuses one item
+// (signature, closed) or holds items back (rate limiter) costs no other
+// item; bad steps change nothing.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -69,13 +70,15 @@ void ItemsAreEachEnvironmentsNewestSteps() {
   for (int32_t step = 0; step < 5; ++step) {
     Append(writer, Rows(step));
     // Fewer than 2 steps at first: no item.
-    RESOUND_CHECK(writer.CreateItems(table, 2, {&one, 1}, {}) == (step >= 1 ? kEnvs : 0));
+    RESOUND_CHECK(writer.CreateItems(table, 2, {&one, 1}, {}).created == (step >= 1 ? kEnvs : 0));
   }
-  // Chunks of 2: steps 4's chunk is open, so the last items wait.
-  RESOUND_CHECK(writer.num_queued() == 4 * kEnvs);
-  RESOUND_CHECK(writer.num_ready() == 3 * kEnvs);
+  // Chunks of 2: steps 4's chunk is open, so the last items wait; the
+  // writing calls inserted the others as their chunks completed.
+  RESOUND_CHECK(writer.num_queued() == kEnvs);
+  RESOUND_CHECK(writer.num_ready() == 0);
+  RESOUND_CHECK(table->size() == 3 * kEnvs);
   writer.CompleteChunks();
-  RESOUND_CHECK(writer.InsertReady(Deadline::AfterSeconds(0)) == 4 * kEnvs);
+  RESOUND_CHECK(writer.InsertReady(Deadline::AfterSeconds(0)) == kEnvs);
   RESOUND_CHECK(writer.num_queued() == 0);
   RESOUND_CHECK(table->size() == 4 * kEnvs);
   std::vector<int> seen(kEnvs * 5, 0);
@@ -102,9 +105,10 @@ void EpisodesEndPerEnvironment() {
   Append(writer, Rows(1));
   RESOUND_CHECK((writer.episode_steps() == std::vector<int64_t>{1, 2, 2}));
   // Environment 0's new episode has one step: no item crosses its boundary.
-  RESOUND_CHECK(writer.CreateItems(table, 2, {&one, 1}, {}) == 2);
-  writer.EndEpisodes({});
-  writer.InsertReady(Deadline::AfterSeconds(0));
+  const VectorWriter::Written created = writer.CreateItems(table, 2, {&one, 1}, {});
+  RESOUND_CHECK(created.created == 2 && created.queued == 2);  // their chunks are open
+  // Ending the episodes completes the chunks, and the call inserts the items.
+  RESOUND_CHECK(writer.EndEpisodes({}).queued == 0);
   const TableInfo info = table->Info();
   RESOUND_CHECK(info.current_size == 2);
   RESOUND_CHECK(info.num_episodes == 2);  // environments 1 and 2, one chunk each
@@ -123,9 +127,25 @@ void ARefusedItemCostsNoOther() {
   // Chunks of one step complete at once: the refusal comes with the call.
   RESOUND_CHECK(Throws<InvalidArgumentError>([&] { writer.CreateItems(refusing, 1, {&one, 1}, {}); }));
   RESOUND_CHECK(writer.num_queued() == 0);
-  RESOUND_CHECK(writer.CreateItems(table, 1, {&one, 1}, {}) == kEnvs);
-  RESOUND_CHECK(writer.InsertReady(Deadline::AfterSeconds(0)) == kEnvs);
+  const VectorWriter::Written written = writer.CreateItems(table, 1, {&one, 1}, {});
+  RESOUND_CHECK(written.created == kEnvs && written.queued == 0);
   RESOUND_CHECK(refusing->size() == 0 && table->size() == kEnvs);
+}
+
+void AnInsertErrorComesWithTheCallThatMadeTheItemReady() {
+  auto store = std::make_shared<ChunkStore>();
+  auto table = std::make_shared<Table>(FifoConfig(1000, RateLimiterConfig::MinSize(1)), store);
+  VectorWriter writer(store, kEnvs, OneInt32(), 1, 2);
+  const double one = 1.0;
+  Append(writer, Rows(0));
+  RESOUND_CHECK(writer.CreateItems(table, 1, {&one, 1}, {}).queued == kEnvs);  // the chunks are open
+  table->Close();
+  // The step completes the chunks: the closed table refuses the first item,
+  // which goes; the others stay queued.
+  RESOUND_CHECK(Throws<CancelledError>([&] { Append(writer, Rows(1)); }));
+  RESOUND_CHECK((writer.episode_steps() == std::vector<int64_t>{2, 2, 2}));
+  RESOUND_CHECK(writer.num_queued() == kEnvs - 1);
+  RESOUND_CHECK(writer.num_ready() == kEnvs - 1);
 }
 
 void HeldBackItemsStayQueuedInOrder() {
@@ -134,9 +154,11 @@ void HeldBackItemsStayQueuedInOrder() {
   VectorWriter writer(store, kEnvs, OneInt32(), 1, 1);
   const double one = 1.0;
   Append(writer, Rows(0));
-  writer.CreateItems(table, 1, {&one, 1}, {});
-  RESOUND_CHECK(writer.InsertReady(Deadline::AfterSeconds(0)) == 2);  // the queue holds 2
-  RESOUND_CHECK(writer.num_queued() == 1);
+  const VectorWriter::Written written = writer.CreateItems(table, 1, {&one, 1}, {});
+  // The queue holds 2: the call inserted them and left the third.
+  RESOUND_CHECK(written.created == kEnvs && written.queued == 1);
+  RESOUND_CHECK(table->size() == 2 && writer.num_ready() == 1);
+  RESOUND_CHECK(writer.InsertReady(Deadline::AfterSeconds(0)) == 0);  // still full
   RESOUND_CHECK(Values(*table->Sample(1, Deadline::AfterSeconds(0)).front().item).front() == 0);
   RESOUND_CHECK(writer.InsertReady(Deadline::AfterSeconds(0)) == 1);
   RESOUND_CHECK(Values(*table->Sample(1, Deadline::AfterSeconds(0)).front().item).front() == 1000);
@@ -169,6 +191,7 @@ int main() {
   resound::ItemsAreEachEnvironmentsNewestSteps();
   resound::EpisodesEndPerEnvironment();
   resound::ARefusedItemCostsNoOther();
+  resound::AnInsertErrorComesWithTheCallThatMadeTheItemReady();
   resound::HeldBackItemsStayQueuedInOrder();
   resound::BadCallsChangeNothing();
   std::printf("vector_writer_test: ok\n");

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 import threading
 import time
 from collections.abc import Callable
@@ -83,7 +84,11 @@ def _locked(method: _Method) -> _Method:
     """Runs ``method`` under the writer's lock. The C++ writer waits for a
     table without the GIL; a second thread calling into the same writer then
     waits here (without the GIL too) rather than in C++ holding the GIL,
-    which would stop the thread that could make room in the table."""
+    which would stop the thread that could make room in the table.
+
+    The per-step calls (``append``, ``create_items``, ``end_episodes``) take
+    the lock themselves with ``with self._lock``: this wrapper's ``*args``
+    and ``**kwargs`` cost more than the rest of their Python."""
 
     @functools.wraps(method)
     def run(self: VectorWriter, *args: Any, **kwargs: Any) -> Any:
@@ -144,7 +149,8 @@ class VectorWriter:
         self._tables: dict[str, Any] = {}
         self._per_env: list[TrajectoryWriter] | None = None
         self._structure: Any = None
-        self._keys: list[Any] | None = None  # a flat dict's sorted keys: the fast path
+        # A flat dict step's leaves in its sorted keys' order: the fast path.
+        self._get_leaves: Callable[[dict[Any, Any]], Any] | None = None
         self._formats: list[tuple[np.dtype[Any], tuple[int, ...]]] = []
         self._paths: list[Any] = []
         self._one = np.ones(1)
@@ -181,7 +187,6 @@ class VectorWriter:
 
     # --- writing
 
-    @_locked
     def append(self, step: Any) -> None:
         """Appends one step to each environment's episode.
 
@@ -190,16 +195,22 @@ class VectorWriter:
         ``i``'s step. The first call fixes the structure, dtypes and shapes;
         later steps must match them (ValueError naming the field otherwise).
         """
-        self._check_open()
-        columns = self._columns(step)
-        if self._core is not None:
-            self._core.append(columns)
-            self._throttle()
-        elif self._per_env is not None:
-            for env, writer in enumerate(self._per_env):
-                writer.append(nest.unflatten_as(self._structure, [c[env] for c in columns]))
+        with self._lock:  # as _locked does
+            core = self._core
+            if core is None:  # the first step, closed (close() drops the core) or over gRPC
+                self._append_slow(step)
+                return
+            leaves = self._leaves(step)
+            try:
+                queued = core.append(leaves)
+            except TypeError:
+                # A leaf is not a C-contiguous array of its field's dtype and
+                # shape, and the core appended nothing: convert it, or raise
+                # the error naming the field.
+                queued = core.append(self._coerced(leaves))
+            if queued > self._max_in_flight:
+                self._wait_until(self._max_in_flight, None, "append")
 
-    @_locked
     def create_items(
         self,
         table: str,
@@ -220,42 +231,50 @@ class VectorWriter:
             default all. Environments with fewer than ``length`` steps in
             their episode are skipped.
         """
-        self._check_open()
-        if not isinstance(table, str):
-            raise TypeError(f"table must be a str, got {type(table).__name__}")
-        length = self._max_sequence_length if length is None else self._check_length(length)
-        priorities = self._priorities(priority)
-        mask = self._mask(envs)
-        if self._core is not None:
-            created = int(self._core.create_items(self._table(table), length, priorities, mask))
-            self._throttle()
+        with self._lock:  # as _locked does
+            core = self._core
+            if core is None:  # else open: close() drops the core
+                self._check_open()
+            if not isinstance(table, str):
+                raise TypeError(f"table must be a str, got {type(table).__name__}")
+            if length is None:
+                length = self._max_sequence_length
+            elif type(length) is not int or not 1 <= length <= self._max_sequence_length:
+                length = self._check_length(length)
+            priorities = (
+                self._one
+                if type(priority) is float and priority == 1.0
+                else self._priorities(priority)
+            )
+            mask = None if envs is None else self._mask(envs)
+            if core is None:
+                return self._create_items_per_env(table, length, priorities, mask)
+            try:
+                table_core = self._tables[table]
+            except KeyError:
+                table_core = self._table(table)
+            created: int
+            created, queued = core.create_items(table_core, length, priorities, mask)
+            if queued > self._max_in_flight:
+                self._wait_until(self._max_in_flight, None, "create_items")
             return created
-        if self._per_env is None:
-            return 0  # nothing appended yet: no environment has a step
-        created = 0
-        for env, writer in enumerate(self._per_env):
-            if (mask is not None and not mask[env]) or writer.episode_steps < length:
-                continue
-            value = priorities[0] if len(priorities) == 1 else priorities[env]
-            trajectory = nest.map_structure(lambda column: column[-length:], writer.history)
-            writer.create_item(table, float(value), trajectory)
-            created += 1
-        return created
 
-    @_locked
     def end_episodes(self, envs: npt.ArrayLike | None = None) -> None:
         """Ends the episodes of the selected environments (a bool mask such
         as a vector environment's ``done``, or indices; default all): their
         next steps begin new episodes, and their items' chunks complete."""
-        self._check_open()
-        mask = self._mask(envs)
-        if self._core is not None:
-            self._core.end_episodes(mask)
-            self._throttle()
-        elif self._per_env is not None:
-            for env, writer in enumerate(self._per_env):
-                if mask is None or mask[env]:
-                    writer.end_episode(clear_buffers=True)
+        with self._lock:  # as _locked does
+            core = self._core
+            if core is None:  # else open: close() drops the core
+                self._check_open()
+            mask = None if envs is None else self._mask(envs)
+            if core is not None:
+                if core.end_episodes(mask) > self._max_in_flight:
+                    self._wait_until(self._max_in_flight, None, "end_episodes")
+            elif self._per_env is not None:
+                for env, writer in enumerate(self._per_env):
+                    if mask is None or mask[env]:
+                        writer.end_episode(clear_buffers=True)
 
     @_locked
     def flush(self, timeout_ms: int | None = None) -> None:
@@ -359,17 +378,35 @@ class VectorWriter:
         mask[values.reshape(-1)] = True
         return mask
 
-    def _columns(self, step: Any) -> list[Any]:
-        keys = self._keys
-        if keys is not None and type(step) is dict and len(step) == len(keys):
-            try:
-                leaves = [step[key] for key in keys]
-            except KeyError:
-                leaves = self._flatten(step)
-        elif self._structure is None:
-            return self._first_step(step)
+    def _append_slow(self, step: Any) -> None:
+        self._check_open()
+        if self._structure is None:
+            columns = self._first_step(step)
         else:
-            leaves = self._flatten(step)
+            columns = self._coerced(self._leaves(step))
+        core = self._core
+        if core is not None:
+            if core.append(columns) > self._max_in_flight:
+                self._wait_until(self._max_in_flight, None, "append")
+        elif self._per_env is not None:
+            for env, writer in enumerate(self._per_env):
+                writer.append(nest.unflatten_as(self._structure, [c[env] for c in columns]))
+
+    def _leaves(self, step: Any) -> Any:
+        """A later step's leaves in the first step's order (a list or tuple),
+        as given: the core checks their dtypes and shapes."""
+        get_leaves = self._get_leaves
+        if get_leaves is not None and type(step) is dict and len(step) == len(self._formats):
+            try:
+                return get_leaves(step)
+            except KeyError:
+                pass
+        return self._flatten(step)
+
+    def _coerced(self, leaves: Any) -> list[Any]:
+        """``leaves`` as C-contiguous arrays of their fields' dtypes and
+        shapes, converting what converts; ValueError naming the field if not."""
+        leaves = list(leaves)
         for index, (dtype, shape) in enumerate(self._formats):
             leaf = leaves[index]
             if type(leaf) is not np.ndarray or leaf.dtype != dtype or leaf.shape != shape:
@@ -430,11 +467,8 @@ class VectorWriter:
                 )
             formats.append((array.dtype, array.shape))
             leaves.append(array)
-        self._structure = step
-        self._formats = formats
-        self._paths = [path for path, _ in flat]
-        if type(step) is dict and all(len(path) == 1 for path in self._paths):
-            self._keys = [path[0] for path in self._paths]
+        # The core (or the per-environment writers) first: if it refuses the
+        # formats (a dtype it cannot hold), the next step is a first step again.
         if self._embedded:
             self._core = _core.VectorWriter(
                 shared_chunk_store(),
@@ -445,6 +479,16 @@ class VectorWriter:
             )
         else:
             self._per_env = [self._new_env_writer() for _ in range(self._num_envs)]
+        self._structure = step
+        self._formats = formats
+        self._paths = [path for path, _ in flat]
+        if type(step) is dict and all(len(path) == 1 for path in self._paths):
+            keys = [path[0] for path in self._paths]
+            if len(keys) > 1:
+                self._get_leaves = operator.itemgetter(*keys)
+            else:
+                (key,) = keys
+                self._get_leaves = lambda step: [step[key]]
         return leaves
 
     def _new_env_writer(self) -> TrajectoryWriter:
@@ -458,6 +502,25 @@ class VectorWriter:
             max_chunk_length=self._max_chunk_length,
         )
 
+    def _create_items_per_env(
+        self,
+        table: str,
+        length: int,
+        priorities: npt.NDArray[np.float64],
+        mask: npt.NDArray[np.bool_] | None,
+    ) -> int:
+        if self._per_env is None:
+            return 0  # nothing appended yet: no environment has a step
+        created = 0
+        for env, writer in enumerate(self._per_env):
+            if (mask is not None and not mask[env]) or writer.episode_steps < length:
+                continue
+            value = priorities[0] if len(priorities) == 1 else priorities[env]
+            trajectory = nest.map_structure(lambda column: column[-length:], writer.history)
+            writer.create_item(table, float(value), trajectory)
+            created += 1
+        return created
+
     def _table(self, name: str) -> Any:
         table = self._tables.get(name)
         if table is None:
@@ -467,13 +530,6 @@ class VectorWriter:
                 raise ValueError(f"table {name!r} is not on the server: {error}") from None
             self._tables[name] = table
         return table
-
-    def _throttle(self) -> None:
-        core = self._core
-        if core.num_ready:
-            core.insert_ready(0.0)
-            if core.num_queued > self._max_in_flight:
-                self._wait_until(self._max_in_flight, None, "append")
 
     def _wait_until(self, keep: int, deadline: float | None, call: str) -> None:
         core = self._core

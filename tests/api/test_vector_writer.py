@@ -277,3 +277,35 @@ def test_a_long_wait_for_a_full_table_is_logged_and_a_timeout_says_why(serve, ca
         for record in caplog.records
     )
     writer.__exit__(RuntimeError, None, None)  # drops what is queued
+
+
+def test_later_steps_convert_as_the_first_step_did(serve):
+    # Lists, a non-contiguous array and an equivalent dtype (long long for
+    # int64) are converted, as before the core checked the arrays itself.
+    _, client = serve(queue())
+    with client.vector_writer(2, max_sequence_length=1, max_chunk_length=1) as writer:
+        steps = [
+            {"n": np.array([0, 1], np.int64), "x": np.zeros((2, 2), np.float32)},
+            {"n": [2, 3], "x": [[1, 1], [1, 1]]},
+            {"n": np.array([4, 5], np.longlong), "x": np.full((2, 4), 2, np.float32)[:, ::2]},
+        ]
+        for step in steps:
+            writer.append(step)
+            assert writer.create_items("q", length=1) == 2
+    # Each item's n is its environment's step t's 2 * t + env, its x is t.
+    got = sorted((int(n[0]), float(x[0, 0])) for n, x in drain(client))
+    assert got == [(0, 0), (1, 0), (2, 1), (3, 1), (4, 2), (5, 2)]
+
+
+def test_a_first_step_the_core_refuses_leaves_the_writer_unstarted():
+    server = resound.Server([queue()], listen=False)
+    client = server.in_process_client()
+    try:
+        with client.vector_writer(2, max_sequence_length=1) as writer:
+            with pytest.raises(ValueError, match="dtype"):
+                writer.append({"t": np.zeros(2, "datetime64[ns]")})
+            writer.append({"x": np.zeros(2, np.float32)})
+            assert writer.create_items("q", length=1) == 2
+        assert client.server_info()["q"].current_size == 2
+    finally:
+        server.stop()
