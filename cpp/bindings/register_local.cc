@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <cstring>
+#include <exception>
 #include <map>
 #include <memory>
 #include <optional>
@@ -72,6 +73,26 @@ class PythonCallable {
  private:
   py::object callable_;
 };
+
+// Runs `work` without the GIL and takes it back in plain code, not in a
+// destructor: a daemon thread (a stream's) that returns while the
+// interpreter finalizes is ended inside PyEval_RestoreThread by a forced
+// unwind, which passes through here (and pybind11) but would terminate the
+// process from a destructor (gil_scoped_release's), which is noexcept.
+template <typename Work>
+auto WithoutGil(Work&& work) {
+  std::optional<decltype(work())> result;
+  std::exception_ptr error;
+  PyThreadState* state = PyEval_SaveThread();
+  try {
+    result.emplace(work());
+  } catch (...) {
+    error = std::current_exception();
+  }
+  PyEval_RestoreThread(state);
+  if (error) std::rethrow_exception(error);
+  return std::move(*result);
+}
 
 // Stop()s without the GIL: the server's threads may be waiting for it.
 struct StopWithoutGil {
@@ -155,8 +176,8 @@ refused). `call` and `continue_call` return (response bytes, more).)doc")
       .def(py::init([](const std::string& path, size_t upload_bytes, size_t download_bytes,
                        std::optional<double> timeout) {
              const Deadline deadline = ToDeadline(timeout);
-             py::gil_scoped_release release;
-             return std::make_unique<LocalClient>(path, upload_bytes, download_bytes, deadline);
+             return WithoutGil(
+                 [&] { return std::make_unique<LocalClient>(path, upload_bytes, download_bytes, deadline); });
            }),
            py::arg("path"), py::arg("upload_bytes"), py::arg("download_bytes"), py::arg("timeout") = py::none())
       .def_property_readonly("token",
@@ -169,20 +190,18 @@ refused). `call` and `continue_call` return (response bytes, more).)doc")
           [](LocalClient& client, uint32_t method, py::handle request, std::optional<double> timeout) {
             const BufferView view(request);
             const Deadline deadline = ToDeadline(timeout);
-            LocalClient::Response response;
-            {
-              py::gil_scoped_release release;
+            const LocalClient::Response response = WithoutGil([&] {
               if (view.size() > client.request_capacity()) {
                 // A larger region on the same connection (an insert
-                // stream's chunks live in its connection).
-                // Rounded up to a MiB: the server refuses a region past its
+                // stream's chunks live in its connection), rounded up to a
+                // MiB: the server refuses a region past its
                 // max_message_bytes, so one just large enough is asked for.
                 constexpr size_t kMiB = size_t{1} << 20;
                 client.GrowRequestRegion((view.size() + kMiB - 1) / kMiB * kMiB, deadline);
               }
               std::memcpy(client.request_buffer(), view.data(), view.size());
-              response = client.Call(method, view.size(), deadline);
-            }
+              return client.Call(method, view.size(), deadline);
+            });
             return ResponseTuple(response);
           },
           py::arg("method"), py::arg("request"), py::arg("timeout") = py::none(),
@@ -191,11 +210,7 @@ refused). `call` and `continue_call` return (response bytes, more).)doc")
           "continue_call",
           [](LocalClient& client, std::optional<double> timeout) {
             const Deadline deadline = ToDeadline(timeout);
-            LocalClient::Response response;
-            {
-              py::gil_scoped_release release;
-              response = client.Continue(deadline);
-            }
+            const LocalClient::Response response = WithoutGil([&] { return client.Continue(deadline); });
             return ResponseTuple(response);
           },
           py::arg("timeout") = py::none(), "The next part of the last request's answer (after more).")
