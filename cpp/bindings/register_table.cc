@@ -237,16 +237,6 @@ py::list StackTrajectories(const py::list& packed_list, const ChunkStore& store)
 // Priority batches up to this many entries are applied with the GIL held.
 constexpr size_t kKeepGilBelowEntries = 1024;
 
-bool IsDeadlineExceeded(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const DeadlineExceededError&) {
-    return true;
-  } catch (...) {
-    return false;
-  }
-}
-
 // Inserts `prepared` in order. The first attempt does not wait and keeps the
 // GIL: it takes microseconds, and releasing the GIL for so short a call makes
 // several writer threads queue for it on every call (a convoy that cost 3x at

@@ -4,6 +4,7 @@
 #ifndef RESOUND_ERRORS_H_
 #define RESOUND_ERRORS_H_
 
+#include <exception>
 #include <stdexcept>
 #include <string>
 
@@ -48,6 +49,18 @@ class DataLossError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// Whether `error` holds a DeadlineExceededError (a batch result's error: the
+// rest waits for a rate limiter, as opposed to a failure).
+inline bool IsDeadlineExceeded(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const DeadlineExceededError&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
 
 }  // namespace resound
 

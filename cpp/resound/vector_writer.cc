@@ -23,16 +23,6 @@ size_t CheckedCount(int64_t num_envs) {
 
 bool Selected(std::span<const uint8_t> envs, size_t env) noexcept { return envs.empty() || envs[env] != 0; }
 
-bool IsDeadlineExceeded(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const DeadlineExceededError&) {
-    return true;
-  } catch (...) {
-    return false;
-  }
-}
-
 }  // namespace
 
 VectorWriter::VectorWriter(std::shared_ptr<ChunkStore> store, int64_t num_envs, std::vector<ColumnFormat> columns,

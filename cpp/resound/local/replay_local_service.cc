@@ -28,16 +28,6 @@ std::span<const uint8_t> AsUint8(std::span<const std::byte> bytes) {
   return {reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()};
 }
 
-bool IsDeadline(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const DeadlineExceededError&) {
-    return true;
-  } catch (...) {
-    return false;
-  }
-}
-
 [[noreturn]] void Abandoned() {
   throw CancelledError("the call ended: its client went away or the server is stopping");
 }
@@ -174,7 +164,7 @@ class ReplayLocalService::InsertProgress : public std::enable_shared_from_this<I
         const Deadline deadline = Deadline::AfterSeconds(waited_ ? kWaitSliceSeconds : 0.0);
         const InsertBatchResult result = table_->InsertPrepared(prepared_, applied_, deadline);
         applied_ += result.num_applied;
-        if (result.error && !IsDeadline(result.error)) std::rethrow_exception(result.error);
+        if (result.error && !IsDeadlineExceeded(result.error)) std::rethrow_exception(result.error);
         if (!result.error) break;
         const size_t done = run.begin + applied_;
         if (done > confirmed_) {

@@ -28,26 +28,16 @@ from typing import TYPE_CHECKING, Any
 
 from resound import _core, _proto
 from resound._service.servicer import _status_of, _StatusError
+from resound._wire.local_methods import LOCAL_METHODS
 
 if TYPE_CHECKING:
     from resound._service.servicer import ReplayServicer
     from resound._table_host import TableHost
 
-__all__ = ["LOCAL_METHODS", "LocalEndpoint"]
+__all__ = ["LocalEndpoint"]
 
 _LOGGER = logging.getLogger("resound")
 
-# The calls by number, as ReplayMethod in cpp/resound/local/replay_local_service.h.
-LOCAL_METHODS = {
-    "Insert": 1,
-    "Sample": 2,
-    "SampleStream": 3,
-    "MutatePriorities": 4,
-    "Reset": 5,
-    "ServerInfo": 6,
-    "WhyBlocked": 7,
-    "Checkpoint": 8,
-}
 MAX_CONNECTIONS = 1024
 # A Unix socket's path holds at most 107 bytes.
 _MAX_SOCKET_PATH = 107

@@ -35,6 +35,7 @@ import grpc
 
 from resound import _core, _proto
 from resound._transport.remote import RemoteTransport
+from resound._wire.local_methods import LOCAL_METHODS
 from resound.errors import DeadlineExceededError
 from resound.tls import ClientTls
 
@@ -43,17 +44,6 @@ __all__ = ["UNIX_SCHEME", "LocalRpcError", "LocalTransport", "is_local_address"]
 _LOGGER = logging.getLogger("resound")
 
 UNIX_SCHEME = "unix://"
-# The calls by number (cpp/resound/local/replay_local_service.h).
-_METHODS = {
-    "Insert": 1,
-    "Sample": 2,
-    "SampleStream": 3,
-    "MutatePriorities": 4,
-    "Reset": 5,
-    "ServerInfo": 6,
-    "WhyBlocked": 7,
-    "Checkpoint": 8,
-}
 # Each connection's shared memory, each way: a sample answer larger than
 # this comes in parts.
 _REGION_BYTES = 64 << 20
@@ -170,7 +160,7 @@ class _UnaryMethod:
         deserialize: Callable[[bytes], Any],
     ) -> None:
         self._transport = transport
-        self._number = _METHODS[name]
+        self._number = LOCAL_METHODS[name]
         self._grpc = grpc_method
         self._serialize = serialize
         self._deserialize = deserialize
@@ -204,7 +194,7 @@ class _StreamMethod:
         single: bool = False,
     ) -> None:
         self._transport = transport
-        self._number = _METHODS[name]
+        self._number = LOCAL_METHODS[name]
         self._grpc = grpc_method
         self._serialize = serialize or bytes
         self._deserialize = deserialize or (lambda payload: payload)
