@@ -19,6 +19,19 @@ namespace {
 // The most token bytes a welcome may carry.
 constexpr size_t kMaxTokenBytes = 1024;
 
+// The status an error frame's payload carries: a u32 code (UNKNOWN if the
+// payload is shorter), then the message.
+StatusError ErrorOf(std::span<const std::byte> payload) {
+  uint32_t code = kUnknown;
+  if (payload.size() >= sizeof code) std::memcpy(&code, payload.data(), sizeof code);
+  const size_t skip = std::min(payload.size(), sizeof code);
+  return StatusError(code, std::string(reinterpret_cast<const char*>(payload.data()) + skip, payload.size() - skip));
+}
+
+std::span<const std::byte> PayloadOf(const std::vector<std::byte>& message) {
+  return {message.data() + Frame::kHeaderBytes, message.size() - Frame::kHeaderBytes};
+}
+
 }  // namespace
 
 LocalClient::LocalClient(const std::string& path, size_t upload_bytes, size_t download_bytes,
@@ -56,13 +69,8 @@ LocalClient::LocalClient(const std::string& path, size_t upload_bytes, size_t do
   }
   if (!received) throw StatusError(kUnavailable, refused);
   const Frame welcome = Frame::Decode(message_);
-  const std::span<const std::byte> payload(message_.data() + Frame::kHeaderBytes, message_.size() - Frame::kHeaderBytes);
-  if (welcome.kind == Frame::kError && payload.size() >= sizeof(uint32_t)) {
-    uint32_t code;
-    std::memcpy(&code, payload.data(), sizeof code);
-    throw StatusError(code, std::string(reinterpret_cast<const char*>(payload.data()) + sizeof code,
-                                        payload.size() - sizeof code));
-  }
+  const std::span<const std::byte> payload = PayloadOf(message_);
+  if (welcome.kind == Frame::kError && payload.size() >= sizeof(uint32_t)) throw ErrorOf(payload);
   if (welcome.kind != Frame::kWelcome || welcome.in_shared() || fds.size() != 1 || payload.size() > kMaxTokenBytes) {
     throw InvalidArgumentError("local connection to " + path + ": not a resound server's welcome");
   }
@@ -97,14 +105,8 @@ void LocalClient::ThrowEnded(const std::string& what) {
     if (socket_.WaitReadable(Deadline::AfterSeconds(0)) == LocalSocket::Wait::kReadable &&
         socket_.Receive(message_, Frame::kHeaderBytes + Frame::kMaxInlineBytes, fds)) {
       const Frame farewell = Frame::Decode(message_);
-      const size_t size = message_.size() - Frame::kHeaderBytes;
-      if (farewell.kind == Frame::kError && size >= sizeof(uint32_t)) {
-        uint32_t code;
-        std::memcpy(&code, message_.data() + Frame::kHeaderBytes, sizeof code);
-        throw StatusError(code, std::string(reinterpret_cast<const char*>(message_.data()) + Frame::kHeaderBytes +
-                                                sizeof code,
-                                            size - sizeof code));
-      }
+      const std::span<const std::byte> payload = PayloadOf(message_);
+      if (farewell.kind == Frame::kError && payload.size() >= sizeof(uint32_t)) throw ErrorOf(payload);
     }
   } catch (const StatusError&) {
     throw;
@@ -188,15 +190,8 @@ LocalClient::Response LocalClient::Send(Frame request, std::span<const std::byte
     broken_ = true;
     throw;
   }
-  const std::span<const std::byte> answered(message_.data() + Frame::kHeaderBytes,
-                                            message_.size() - Frame::kHeaderBytes);
-  if (answer.kind == Frame::kError) {
-    uint32_t code = kUnknown;
-    if (answered.size() >= sizeof code) std::memcpy(&code, answered.data(), sizeof code);
-    const size_t skip = std::min(answered.size(), sizeof code);
-    throw StatusError(code,
-                      std::string(reinterpret_cast<const char*>(answered.data()) + skip, answered.size() - skip));
-  }
+  const std::span<const std::byte> answered = PayloadOf(message_);
+  if (answer.kind == Frame::kError) throw ErrorOf(answered);
   if (answer.kind != Frame::kResponse) {
     broken_ = true;
     throw InvalidArgumentError("local call: expected a response frame");

@@ -110,18 +110,13 @@ LocalSocket::Wait LocalSocket::WaitReadable(const Deadline& deadline, int stop_f
     if (!deadline.is_infinite()) {
       // has_passed first: "do not wait" is the earliest time point, whose
       // difference with now would overflow.
+      // A passed deadline still looks once (poll for 0 ms): a message
+      // already there is readable now.
       const double left = deadline.has_passed()
                               ? 0.0
                               : std::chrono::duration<double>(deadline.time_point() - Deadline::Clock::now()).count();
-      if (left <= 0) {
-        // Still look once: a message already there is readable now.
-        const int ready = ::poll(watched, count, 0);
-        if (ready > 0 && count == 2 && (watched[1].revents & POLLIN) != 0) return Wait::kStopped;
-        if (ready > 0 && (watched[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0) return Wait::kReadable;
-        return Wait::kTimedOut;
-      }
       // Rounded up: a wait never ends before its deadline.
-      timeout_ms = left > 86400.0 ? 86400000 : static_cast<int>(left * 1000.0) + 1;
+      timeout_ms = left <= 0 ? 0 : left > 86400.0 ? 86400000 : static_cast<int>(left * 1000.0) + 1;
     }
     const int ready = ::poll(watched, count, timeout_ms);
     if (ready < 0) {
@@ -130,7 +125,7 @@ LocalSocket::Wait LocalSocket::WaitReadable(const Deadline& deadline, int stop_f
     }
     if (count == 2 && (watched[1].revents & POLLIN) != 0) return Wait::kStopped;
     if ((watched[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0) return Wait::kReadable;
-    if (ready == 0 && !deadline.is_infinite() && deadline.has_passed()) return Wait::kTimedOut;
+    if (!deadline.is_infinite() && deadline.has_passed()) return Wait::kTimedOut;
   }
 }
 

@@ -32,8 +32,9 @@ std::span<const uint8_t> AsUint8(std::span<const std::byte> bytes) {
   throw CancelledError("the call ended: its client went away or the server is stopping");
 }
 
-// Copies `bytes` into the reply's region and sends them.
-void SendBytes(LocalReply& reply, std::string_view bytes) {
+// Copies `bytes` into the reply's region and sends them (`rest`: see
+// LocalReply::Send).
+void SendBytes(LocalReply& reply, std::string_view bytes, std::function<void(LocalReply&)> rest = {}) {
   std::byte* out = reply.Allocate(bytes.size());
   if (out == nullptr) {
     throw StatusError(kResourceExhausted, "an answer of " + std::to_string(bytes.size()) +
@@ -41,7 +42,7 @@ void SendBytes(LocalReply& reply, std::string_view bytes) {
                                               std::to_string(reply.capacity()));
   }
   std::memcpy(out, bytes.data(), bytes.size());
-  reply.Send(bytes.size());
+  reply.Send(bytes.size(), std::move(rest));
 }
 
 struct SampleRequest {
@@ -194,11 +195,7 @@ class ReplayLocalService::InsertProgress : public std::enable_shared_from_this<I
                            std::vector<uint64_t>(message_.keys.begin() + static_cast<std::ptrdiff_t>(confirmed_),
                                                  message_.keys.begin() + static_cast<std::ptrdiff_t>(end)));
     confirmed_ = end;
-    const std::string& bytes = response.data();
-    std::byte* out = reply.Allocate(bytes.size());
-    if (out == nullptr) throw StatusError(kResourceExhausted, "a confirmation does not fit the connection's region");
-    std::memcpy(out, bytes.data(), bytes.size());
-    reply.Send(bytes.size(), std::move(rest));
+    SendBytes(reply, response.data(), std::move(rest));
   }
 
   const ReplayLocalService& service_;
