@@ -273,9 +273,14 @@ std::pair<int64_t, int64_t> ChunksOf(const std::vector<TableState>& states, cons
 // manifest (each with the tables the manifest says it holds), or `path`.
 struct CheckpointFiles {
   std::vector<std::string> paths;
-  std::vector<std::vector<std::string>> tables;  // per path; empty: not known in advance
   uint64_t manifest_bytes = 0;
-  std::vector<CheckpointManifest::Entry> entries;
+  std::vector<CheckpointManifest::Entry> entries;  // per path; none for a single file
+
+  // The tables file f must hold (what the manifest says; empty: anything).
+  const std::vector<std::string>& tables(size_t f) const {
+    static const std::vector<std::string> kAny;
+    return entries.empty() ? kAny : entries[f].tables;
+  }
 };
 
 CheckpointFiles FilesOf(const std::string& path) {
@@ -283,12 +288,10 @@ CheckpointFiles FilesOf(const std::string& path) {
   std::optional<CheckpointManifest> manifest = CheckpointManifest::Read(path);
   if (!manifest) {
     files.paths.push_back(path);
-    files.tables.emplace_back();
     return files;
   }
   for (const auto& entry : manifest->entries) {
     files.paths.push_back(CheckpointManifest::Beside(path, entry.file));
-    files.tables.push_back(entry.tables);
   }
   files.manifest_bytes = manifest->file_bytes;
   files.entries = std::move(manifest->entries);
@@ -425,7 +428,7 @@ CheckpointSummary Checkpoint::Inspect(const std::string& path) {
   total.file_bytes = files.manifest_bytes;
   for (size_t f = 0; f < files.paths.size(); ++f) {
     CheckpointSummary file = Read(files.paths[f], {}, false).summary;
-    CheckFileTables(file, files.tables[f], files.paths[f]);
+    CheckFileTables(file, files.tables(f), files.paths[f]);
     total.files.push_back(FileSummaryOf(files.entries[f], file.file_bytes, false));
     Accumulate(total, std::move(file));
   }
@@ -458,7 +461,7 @@ CheckpointSummary Checkpoint::ReadTables(const std::string& path) {
   CheckpointSummary total;
   for (size_t f = 0; f < files.paths.size(); ++f) {
     CheckpointSummary file = ReadTableRecords(files.paths[f]);
-    CheckFileTables(file, files.tables[f], files.paths[f]);
+    CheckFileTables(file, files.tables(f), files.paths[f]);
     Accumulate(total, std::move(file));
   }
   total.file_bytes = 0;
@@ -478,7 +481,7 @@ CheckpointSummary Checkpoint::Load(const std::string& path, const std::vector<Ta
   for (size_t f = 0; f < files.paths.size(); ++f) {
     const std::string& file = files.paths[f];
     const CheckpointSummary head = ReadTableRecords(file);
-    CheckFileTables(head, files.tables[f], file);
+    CheckFileTables(head, files.tables(f), file);
     for (const auto& saved : head.tables) {
       auto found = by_name.find(saved.config.name);
       if (found == by_name.end()) {
