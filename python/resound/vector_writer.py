@@ -208,8 +208,7 @@ class VectorWriter:
                 # shape, and the core appended nothing: convert it, or raise
                 # the error naming the field.
                 queued = core.append(self._coerced(leaves))
-            if queued > self._max_in_flight:
-                self._wait_until(self._max_in_flight, None, "append")
+            self._wait_if_over(queued, "append")
 
     def create_items(
         self,
@@ -255,8 +254,7 @@ class VectorWriter:
                 table_core = self._table(table)
             created: int
             created, queued = core.create_items(table_core, length, priorities, mask)
-            if queued > self._max_in_flight:
-                self._wait_until(self._max_in_flight, None, "create_items")
+            self._wait_if_over(queued, "create_items")
             return created
 
     def end_episodes(self, envs: npt.ArrayLike | None = None) -> None:
@@ -269,8 +267,7 @@ class VectorWriter:
                 self._check_open()
             mask = None if envs is None else self._mask(envs)
             if core is not None:
-                if core.end_episodes(mask) > self._max_in_flight:
-                    self._wait_until(self._max_in_flight, None, "end_episodes")
+                self._wait_if_over(core.end_episodes(mask), "end_episodes")
             elif self._per_env is not None:
                 for env, writer in enumerate(self._per_env):
                     if mask is None or mask[env]:
@@ -386,8 +383,7 @@ class VectorWriter:
             columns = self._coerced(self._leaves(step))
         core = self._core
         if core is not None:
-            if core.append(columns) > self._max_in_flight:
-                self._wait_until(self._max_in_flight, None, "append")
+            self._wait_if_over(core.append(columns), "append")
         elif self._per_env is not None:
             for env, writer in enumerate(self._per_env):
                 writer.append(nest.unflatten_as(self._structure, [c[env] for c in columns]))
@@ -530,6 +526,12 @@ class VectorWriter:
                 raise ValueError(f"table {name!r} is not on the server: {error}") from None
             self._tables[name] = table
         return table
+
+    def _wait_if_over(self, queued: int, call: str) -> None:
+        """Waits, after a writing call, while more than max_in_flight_items
+        of the writer's items are not in their tables yet."""
+        if queued > self._max_in_flight:
+            self._wait_until(self._max_in_flight, None, call)
 
     def _wait_until(self, keep: int, deadline: float | None, call: str) -> None:
         core = self._core

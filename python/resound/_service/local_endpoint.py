@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from resound import _core, _proto
-from resound._service.servicer import _status_of, _StatusError
+from resound._service.servicer import _status_of
 from resound._wire.local_methods import LOCAL_METHODS
 
 if TYPE_CHECKING:
@@ -120,9 +120,7 @@ class LocalEndpoint:
         try:
             response = future.result()
         except BaseException as error:  # noqa: BLE001 - every failure becomes a status
-            code, message = _status_of(error)
-            if isinstance(error, _StatusError):
-                code = error.code
+            code, message = _status_of(error)  # a _StatusError's own code too
             raise _core.LocalStatusError(code.value[0], message) from None
         return bytes(response.SerializeToString())
 

@@ -39,7 +39,7 @@ from resound._wire.local_methods import LOCAL_METHODS
 from resound.errors import DeadlineExceededError
 from resound.tls import ClientTls
 
-__all__ = ["UNIX_SCHEME", "LocalRpcError", "LocalTransport", "is_local_address"]
+__all__ = ["UNIX_SCHEME", "LocalRpcError", "LocalTransport"]
 
 _LOGGER = logging.getLogger("resound")
 
@@ -485,8 +485,3 @@ class LocalTransport(RemoteTransport):
             if outage.until_warning() == 0.0:
                 return  # the caller tries again, and warns
             pause.wait(min(0.05, left) if left is not None else 0.05)
-
-
-def is_local_address(address: str) -> bool:
-    """Whether ``address`` names a same-host socket (``unix:///path``)."""
-    return address.startswith(UNIX_SCHEME)
