@@ -207,7 +207,7 @@ bool RefusedRaw(const std::string& path, std::span<const std::byte> message, std
   LocalSocket socket = LocalSocket::Connect(path);
   const std::span<const std::byte> parts[] = {message};
   socket.Send(parts, fds);
-  std::vector<std::byte> buffer;
+  MessageBuffer buffer;
   std::vector<UniqueFd> received;
   bool closed = false;
   for (int i = 0; i < 3 && !closed; ++i) {
@@ -279,7 +279,7 @@ void BrokenClientsAreDroppedAndOthersServed(const std::string& dir) {
     LocalSocket raw(UniqueFd(::dup(client.fd())));
     const std::span<const std::byte> parts[] = {header};
     raw.Send(parts, kind == 2 ? std::span<const int>(&sealed_fd, 1) : std::span<const int>());
-    std::vector<std::byte> buffer;
+    MessageBuffer buffer;
     std::vector<UniqueFd> fds;
     RESOUND_CHECK(raw.WaitReadable(Soon()) == LocalSocket::Wait::kReadable);
     RESOUND_CHECK(raw.Receive(buffer, Frame::kHeaderBytes + Frame::kMaxInlineBytes, fds));

@@ -28,7 +28,7 @@ StatusError ErrorOf(std::span<const std::byte> payload) {
   return StatusError(code, std::string(reinterpret_cast<const char*>(payload.data()) + skip, payload.size() - skip));
 }
 
-std::span<const std::byte> PayloadOf(const std::vector<std::byte>& message) {
+std::span<const std::byte> PayloadOf(const MessageBuffer& message) {
   return {message.data() + Frame::kHeaderBytes, message.size() - Frame::kHeaderBytes};
 }
 

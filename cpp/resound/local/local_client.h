@@ -83,7 +83,7 @@ class LocalClient {
   SharedMemory upload_;
   SharedMemory download_;
   std::string token_;
-  std::vector<std::byte> message_;
+  MessageBuffer message_;
   uint64_t next_request_ = 1;
   std::atomic<bool> broken_{false};
   std::atomic<bool> in_call_{false};  // a second caller at once is refused

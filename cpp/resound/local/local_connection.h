@@ -64,7 +64,7 @@ class LocalConnection {
   const std::string token_;
   SharedMemory upload_;    // the client's: request payloads
   SharedMemory download_;  // ours: response payloads
-  std::vector<std::byte> message_;
+  MessageBuffer message_;
   std::vector<std::byte> request_;  // the current request's payload, copied
   std::function<void(LocalReply&)> rest_;
   std::string end_reason_;

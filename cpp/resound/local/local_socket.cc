@@ -129,9 +129,9 @@ LocalSocket::Wait LocalSocket::WaitReadable(const Deadline& deadline, int stop_f
   }
 }
 
-bool LocalSocket::Receive(std::vector<std::byte>& buffer, size_t max_bytes, std::vector<UniqueFd>& fds) const {
-  buffer.resize(max_bytes);
-  iovec vector{buffer.data(), buffer.size()};
+bool LocalSocket::Receive(MessageBuffer& buffer, size_t max_bytes, std::vector<UniqueFd>& fds) const {
+  const std::span<std::byte> room = buffer.Reserve(max_bytes);
+  iovec vector{room.data(), room.size()};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)] = {};
   msghdr message{};
   message.msg_iov = &vector;
@@ -161,7 +161,7 @@ bool LocalSocket::Receive(std::vector<std::byte>& buffer, size_t max_bytes, std:
     throw InvalidArgumentError("local socket: a message above " + std::to_string(max_bytes) + " bytes");
   }
   if (received == 0) return false;  // SEQPACKET: a zero-length read is the peer's close
-  buffer.resize(static_cast<size_t>(received));
+  buffer.SetSize(static_cast<size_t>(received));
   return true;
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "resound/deadline.h"
+#include "resound/local/message_buffer.h"
 #include "resound/local/unique_fd.h"
 
 namespace resound::local {
@@ -55,11 +56,11 @@ class LocalSocket {
   // passes, or `stop_fd` (if >= 0) becomes readable.
   Wait WaitReadable(const Deadline& deadline, int stop_fd = -1) const;
 
-  // Receives one message into `buffer` (resized to what came) and the
+  // Receives one message into `buffer` (sized to what came) and the
   // descriptors it carried into `fds`. Returns false if the peer closed the
   // connection. InvalidArgumentError if the message did not fit `max_bytes`
   // or carried more than kMaxFds descriptors (they are closed).
-  bool Receive(std::vector<std::byte>& buffer, size_t max_bytes, std::vector<UniqueFd>& fds) const;
+  bool Receive(MessageBuffer& buffer, size_t max_bytes, std::vector<UniqueFd>& fds) const;
 
  private:
   UniqueFd fd_;
