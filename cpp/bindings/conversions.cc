@@ -1,6 +1,10 @@
 #include "conversions.h"
 
+#include <pybind11/numpy.h>
 #include <pybind11/stl.h>
+
+#include <utility>
+#include <vector>
 
 #include "resound/errors.h"
 
@@ -164,6 +168,56 @@ py::dict RateLimiterInfoDict(const RateLimiterInfo& info) {
   out["blocked_samples"] = info.blocked_samples;
   out["blocked_insert_seconds"] = info.blocked_insert_seconds;
   out["blocked_sample_seconds"] = info.blocked_sample_seconds;
+  return out;
+}
+
+// Priority updates from a dict {key: priority}, a pair of equally long arrays
+// (keys, priorities), or an iterable of (key, priority) pairs.
+std::vector<std::pair<uint64_t, double>> ToUpdates(const py::object& updates) {
+  std::vector<std::pair<uint64_t, double>> out;
+  if (PyDict_Check(updates.ptr())) {
+    out.reserve(static_cast<size_t>(PyDict_Size(updates.ptr())));
+    PyObject* key = nullptr;
+    PyObject* value = nullptr;
+    Py_ssize_t position = 0;
+    while (PyDict_Next(updates.ptr(), &position, &key, &value)) {
+      std::pair<uint64_t, double> entry;
+      if (!ParseKey(key, entry.first)) {
+        throw InvalidArgumentError("updates key must be an integer in [0, 2**64), got " +
+                                   std::string(py::repr(key)));
+      }
+      if (!ParseDouble(value, entry.second)) {
+        throw InvalidArgumentError("updates priority must be a number, got " + std::string(py::repr(value)));
+      }
+      out.push_back(entry);
+    }
+    return out;
+  }
+  if (py::isinstance<py::tuple>(updates) && py::len(updates) == 2) {
+    const auto pair = py::reinterpret_borrow<py::tuple>(updates);
+    if (py::isinstance<py::array>(pair[0]) && py::isinstance<py::array>(pair[1])) {
+      const auto keys = py::array_t<uint64_t, py::array::c_style | py::array::forcecast>::ensure(pair[0]);
+      const auto priorities = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(pair[1]);
+      if (!keys || !priorities || keys.ndim() != 1 || priorities.ndim() != 1 || keys.size() != priorities.size()) {
+        PyErr_Clear();
+        throw InvalidArgumentError(
+            "updates given as (keys, priorities) must be two 1-D arrays of equal length (uint64 keys, float "
+            "priorities)");
+      }
+      out.reserve(static_cast<size_t>(keys.size()));
+      for (py::ssize_t i = 0; i < keys.size(); ++i) out.emplace_back(keys.data()[i], priorities.data()[i]);
+      return out;
+    }
+  }
+  py::object pairs = py::isinstance<py::dict>(updates) ? updates.attr("items")() : updates;
+  for (py::handle entry : pairs) {
+    if (!py::isinstance<py::sequence>(entry) || py::len(entry) != 2) {
+      throw InvalidArgumentError(
+          "updates must be a dict {key: priority}, a pair of arrays (keys, priorities) or (key, priority) pairs");
+    }
+    const auto pair = py::reinterpret_borrow<py::sequence>(entry);
+    out.emplace_back(ToKey(pair[0], "updates key"), ToDouble(pair[1], "updates priority"));
+  }
   return out;
 }
 

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
+#include <vector>
 #include <string>
 
 #include "resound/chunk.h"
@@ -35,6 +37,10 @@ int64_t ToInt64(py::handle value, const std::string& argument);
 // A real number (int, float, numpy scalar); anything else is a ValueError
 // naming `argument`. Range checks are the core's.
 double ToDouble(py::handle value, const char* argument);
+
+// Priority updates from a dict {key: priority}, a pair of equally long 1-D
+// arrays (keys, priorities), or an iterable of (key, priority) pairs.
+std::vector<std::pair<uint64_t, double>> ToUpdates(const py::object& updates);
 
 // None -> wait forever; a number of seconds >= 0 otherwise.
 Deadline ToDeadline(std::optional<double> timeout);

@@ -2,6 +2,7 @@
 // (resound/local, docs/local-transport.md). Marshalling only: the server's
 // threads run without the GIL and take it only for a call the Python
 // servicer answers (the fallback); the client releases it while it waits.
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -18,9 +19,11 @@
 
 #include "buffer_view.h"
 #include "conversions.h"
+#include "pooled_array.h"
 #include "register.h"
 #include "resound/chunk_store.h"
 #include "resound/deadline.h"
+#include "resound/local/gathered_batch.h"
 #include "resound/local/local_client.h"
 #include "resound/local/local_server.h"
 #include "resound/local/replay_local_service.h"
@@ -121,6 +124,88 @@ py::tuple ResponseTuple(const LocalClient::Response& response) {
                         response.more);
 }
 
+template <typename T>
+py::array_t<T> ArrayOf(const std::vector<T>& values) {
+  py::array_t<T> out(static_cast<py::ssize_t>(values.size()));
+  if (!values.empty()) std::memcpy(out.mutable_data(), values.data(), values.size() * sizeof(T));
+  return out;
+}
+
+bool SameLayout(const ColumnLayout& a, const ColumnLayout& b) {
+  return a.dtype == b.dtype && a.step_shape == b.step_shape && a.rows == b.rows && a.squeeze == b.squeeze;
+}
+
+// Copies a part's column data to its samples' rows of the stacked outputs.
+void CopyPart(const local::GatheredPart& part, const std::vector<std::span<std::byte>>& outputs) {
+  size_t at = 0;
+  for (size_t c = 0; c < part.columns.size(); ++c) {
+    const auto per_sample = static_cast<size_t>(part.columns[c].rows * part.columns[c].RowBytes());
+    const size_t bytes = static_cast<size_t>(part.end - part.begin) * per_sample;
+    std::memcpy(outputs[c].data() + static_cast<size_t>(part.begin) * per_sample, part.data.data() + at, bytes);
+    at += bytes;
+  }
+}
+
+// LocalClient.sample_gathered: see its docstring.
+py::tuple SampleGathered(LocalClient& client, py::handle request, std::optional<double> timeout) {
+  const BufferView view(request);
+  if (view.size() > client.request_capacity()) throw InvalidArgumentError("sample_gathered: request too large");
+  const Deadline deadline = ToDeadline(timeout);
+  LocalClient::Response response = WithoutGil([&] {
+    std::memcpy(client.request_buffer(), view.data(), view.size());
+    return client.Call(local::kSampleGathered, view.size(), deadline);
+  });
+  const auto bytes_of = [](const LocalClient::Response& r) {
+    return py::bytes(reinterpret_cast<const char*>(r.payload.data()), r.payload.size());
+  };
+  if (!local::IsGatheredPart(response.payload)) {
+    py::list parts;
+    parts.append(bytes_of(response));
+    while (response.more) {
+      response = WithoutGil([&] { return client.Continue(deadline); });
+      parts.append(bytes_of(response));
+    }
+    return py::make_tuple("responses", std::move(parts));
+  }
+  try {
+    local::GatheredPart part = local::ReadGatheredPart(response.payload);
+    if (part.begin != 0) throw InvalidArgumentError("gathered batch: the first part does not start the batch");
+    const std::vector<ColumnLayout> layouts = part.columns;
+    const int64_t total = part.total;
+    py::list columns;
+    py::list squeezed;
+    std::vector<std::span<std::byte>> outputs;
+    for (const ColumnLayout& layout : layouts) {
+      const std::vector<int64_t> shape = layout.Shape(static_cast<size_t>(total));
+      py::array array = PooledArray(py::dtype(std::string(layout.dtype.str())), {shape.begin(), shape.end()});
+      outputs.emplace_back(static_cast<std::byte*>(array.mutable_data()), static_cast<size_t>(array.nbytes()));
+      columns.append(std::move(array));
+      squeezed.append(layout.squeeze);
+    }
+    py::tuple infos = py::make_tuple(ArrayOf(part.keys), ArrayOf(part.priorities), ArrayOf(part.times_sampled),
+                                     ArrayOf(part.probabilities), ArrayOf(part.table_sizes));
+    WithoutGil([&] {
+      // The arrays are referenced only here until returned.
+      CopyPart(part, outputs);
+      while (response.more) {
+        const int64_t done = part.end;
+        response = client.Continue(deadline);
+        part = local::ReadGatheredPart(response.payload);
+        bool same = part.total == total && part.begin == done && part.columns.size() == layouts.size();
+        for (size_t c = 0; same && c < layouts.size(); ++c) same = SameLayout(part.columns[c], layouts[c]);
+        if (!same) throw InvalidArgumentError("gathered batch: a part does not continue the batch");
+        CopyPart(part, outputs);
+      }
+      if (part.end != total) throw InvalidArgumentError("gathered batch: the parts end before the batch");
+      return 0;
+    });
+    return py::make_tuple("gathered", std::move(infos), std::move(columns), std::move(squeezed));
+  } catch (const InvalidArgumentError&) {
+    client.Shutdown();  // parts may be left unread: the connection is not reusable
+    throw;
+  }
+}
+
 }  // namespace
 
 void RegisterLocal(py::module_& m) {
@@ -214,6 +299,12 @@ refused). `call` and `continue_call` return (response bytes, more).)doc")
             return ResponseTuple(response);
           },
           py::arg("timeout") = py::none(), "The next part of the last request's answer (after more).")
+      .def("sample_gathered", &SampleGathered, py::arg("request"), py::arg("timeout") = py::none(),
+           R"doc(Sends a serialized SampleRequest as SampleGathered and reads its whole answer:
+("gathered", (keys, priorities, times_sampled, probabilities, table_sizes),
+stacked columns, squeezed flags) when the server gathered every column, else
+("responses", [serialized SampleResponse, ...]). ValueError if the answer is
+malformed (the connection is then shut down).)doc")
       .def("check_open", &LocalClient::CheckOpen,
            "Raises LocalStatusError if the server ended the connection between calls.")
       .def("shutdown", &LocalClient::Shutdown, "Ends the connection, from any thread.");

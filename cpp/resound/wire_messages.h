@@ -44,6 +44,12 @@ constexpr uint32_t kItemKeys = 1;
 namespace sample_request {
 constexpr uint32_t kTable = 1, kNumSamples = 2, kTimeoutSeconds = 3, kMaxPerResponse = 4;
 }
+namespace mutate_priorities_request {
+constexpr uint32_t kTable = 1, kUpdateKeys = 2, kUpdatePriorities = 3, kDeleteKeys = 4;
+}
+namespace mutate_priorities_response {
+constexpr uint32_t kNumUpdated = 1, kNumDeleted = 2;
+}
 namespace sampled_items {
 constexpr uint32_t kKeys = 1, kPriorities = 2, kTimesSampled = 3, kProbabilities = 4, kTableSizes = 5,
                    kRateLimited = 6, kTrajectories = 7;

@@ -99,6 +99,9 @@ def strings_as_objects(columns: list[np.ndarray]) -> list[np.ndarray]:
 
 def decode_chunk(chunk: Any) -> np.ndarray:
     """The rows of a core chunk as an array ``[num_steps, *shape]``."""
+    rows = getattr(chunk, "decoded_rows", None)
+    if rows is not None:
+        return rows  # a gathered batch's column (resound._transport.gathered_batch)
     dtype = np.dtype(chunk.dtype)
     shape = (chunk.num_steps, *chunk.shape)
     if chunk.compression == "lz4":

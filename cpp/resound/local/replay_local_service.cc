@@ -9,7 +9,9 @@
 
 #include "resound/chunk_holder.h"
 #include "resound/errors.h"
+#include "resound/column_gather.h"
 #include "resound/insert_request.h"
+#include "resound/local/gathered_batch.h"
 #include "resound/local/status_codes.h"
 #include "resound/proto_reader.h"
 #include "resound/proto_writer.h"
@@ -80,6 +82,38 @@ SampleRequest ReadSampleRequest(std::span<const std::byte> raw) {
   return request;
 }
 
+struct MutateRequest {
+  std::string table;
+  std::vector<uint64_t> update_keys;
+  std::vector<double> update_priorities;
+  std::vector<uint64_t> delete_keys;
+};
+
+MutateRequest ReadMutateRequest(std::span<const std::byte> raw) {
+  namespace f = wire::mutate_priorities_request;
+  MutateRequest request;
+  ProtoReader reader(AsUint8(raw), "MutatePrioritiesRequest");
+  while (reader.Next()) {
+    switch (reader.field()) {
+      case f::kTable:
+        request.table = reader.string();
+        break;
+      case f::kUpdateKeys:
+        reader.AppendVarints(request.update_keys);
+        break;
+      case f::kUpdatePriorities:
+        reader.AppendDoubles(request.update_priorities);
+        break;
+      case f::kDeleteKeys:
+        reader.AppendVarints(request.delete_keys);
+        break;
+      default:
+        break;
+    }
+  }
+  return request;
+}
+
 // A SampleStream's answer to a request whose wait ran out.
 std::string TimedOutResponse(const std::string& reason) {
   ProtoWriter message;
@@ -140,6 +174,49 @@ class SampleParts : public std::enable_shared_from_this<SampleParts> {
   const bool mark_end_;
   size_t next_ = 0;
 };
+
+// Sends a batch whose columns all stack as gathered parts, one at a time:
+// each as many samples as fit the region, the next when the client continues.
+class GatheredParts : public std::enable_shared_from_this<GatheredParts> {
+ public:
+  GatheredParts(std::vector<SampledItem> samples, std::vector<ColumnLayout> columns)
+      : samples_(std::move(samples)), columns_(std::move(columns)) {}
+
+  void SendNext(LocalReply& reply) {
+    std::byte* out = reply.Allocate(reply.capacity());
+    const auto [end, size] = WriteGatheredPart(samples_, columns_, next_, {out, out == nullptr ? 0 : reply.capacity()});
+    if (size == 0) {
+      throw StatusError(kResourceExhausted,
+                        "a sampled item does not fit the local connection's region of " +
+                            std::to_string(reply.capacity()) + " bytes (a larger region, or gRPC, carries it)");
+    }
+    next_ = end;
+    if (next_ < samples_.size()) {
+      auto self = shared_from_this();
+      reply.Send(size, [self](LocalReply& rest) { self->SendNext(rest); });
+    } else {
+      reply.Send(size);
+    }
+  }
+
+ private:
+  const std::vector<SampledItem> samples_;
+  const std::vector<ColumnLayout> columns_;
+  size_t next_ = 0;
+};
+
+// The layouts of every column of `samples` if all of them stack.
+std::optional<std::vector<ColumnLayout>> StackedLayouts(std::span<const SampledItem> samples) {
+  const size_t num_columns = samples.front().item->trajectory().size();
+  std::vector<ColumnLayout> columns;
+  columns.reserve(num_columns);
+  for (size_t c = 0; c < num_columns; ++c) {
+    std::optional<ColumnLayout> layout = PlanColumn(samples, c);
+    if (!layout) return std::nullopt;
+    columns.push_back(std::move(*layout));
+  }
+  return columns;
+}
 
 }  // namespace
 
@@ -220,7 +297,22 @@ class ReplayLocalService::Session final : public LocalSession {
         return;
       case kSample:
       case kSampleStream:
-        Sample(request, reply, method == kSampleStream);
+      case kSampleGathered: {
+        std::optional<SampledBatch> batch = TakeSamples(request, reply, method != kSample);
+        if (!batch) return;  // answered: its wait ran out
+        if (method == kSampleGathered) {
+          if (auto columns = StackedLayouts(batch->samples)) {
+            std::make_shared<GatheredParts>(std::move(batch->samples), std::move(*columns))->SendNext(reply);
+            return;
+          }
+        }
+        const size_t max_items = batch->max_per_response > 0 ? static_cast<size_t>(batch->max_per_response)
+                                                               : batch->samples.size();
+        std::make_shared<SampleParts>(std::move(batch->samples), max_items, method != kSample)->SendNext(reply);
+        return;
+      }
+      case kMutatePriorities:
+        MutatePriorities(request, reply);
         return;
       default:
         if (!service_.fallback_) throw StatusError(kUnimplemented, "unknown method " + std::to_string(method));
@@ -257,7 +349,40 @@ class ReplayLocalService::Session final : public LocalSession {
     progress->Advance(reply);
   }
 
-  void Sample(std::span<const std::byte> raw, LocalReply& reply, bool stream) {
+  // As the gRPC servicer's MutatePriorities, without the GIL: a learner's
+  // priority updates are its most frequent small call.
+  void MutatePriorities(std::span<const std::byte> raw, LocalReply& reply) {
+    const MutateRequest request = ReadMutateRequest(raw);
+    const std::shared_ptr<Table> table = service_.Find(request.table);
+    if (request.update_keys.size() != request.update_priorities.size()) {
+      throw InvalidArgumentError("update_keys (" + std::to_string(request.update_keys.size()) +
+                                 ") and update_priorities (" + std::to_string(request.update_priorities.size()) +
+                                 ") must have the same length");
+    }
+    std::vector<std::pair<uint64_t, double>> updates;
+    updates.reserve(request.update_keys.size());
+    for (size_t i = 0; i < request.update_keys.size(); ++i) {
+      updates.emplace_back(request.update_keys[i], request.update_priorities[i]);
+    }
+    const MutateResult result = table->MutatePriorities(updates, request.delete_keys);
+    ProtoWriter response;
+    if (result.num_updated != 0) {
+      response.VarintField(wire::mutate_priorities_response::kNumUpdated, static_cast<uint64_t>(result.num_updated));
+    }
+    if (result.num_deleted != 0) {
+      response.VarintField(wire::mutate_priorities_response::kNumDeleted, static_cast<uint64_t>(result.num_deleted));
+    }
+    SendBytes(reply, response.data());
+  }
+
+  struct SampledBatch {
+    std::vector<SampledItem> samples;
+    int64_t max_per_response = 0;
+  };
+
+  // The samples a request asks for, waiting for the rate limiter in slices;
+  // nullopt if the wait ran out and `stream` (the timed_out answer is sent).
+  std::optional<SampledBatch> TakeSamples(std::span<const std::byte> raw, LocalReply& reply, bool stream) {
     const Deadline::Clock::time_point arrived = Deadline::Clock::now();
     const SampleRequest request = ReadSampleRequest(raw);
     if (request.num_samples < 1) {
@@ -289,14 +414,12 @@ class ReplayLocalService::Session final : public LocalSession {
         const std::string why = table->WhyBlocked(false);
         if (!stream) throw DeadlineExceededError(why);
         SendBytes(reply, TimedOutResponse(why));
-        return;
+        return std::nullopt;
       }
       if (reply.abandoned()) Abandoned();
       waited = true;
     }
-    const size_t max_items = request.max_per_response > 0 ? static_cast<size_t>(request.max_per_response)
-                                                          : samples.size();
-    std::make_shared<SampleParts>(std::move(samples), max_items, stream)->SendNext(reply);
+    return SampledBatch{std::move(samples), request.max_per_response};
   }
 
   ReplayLocalService& service_;

@@ -4,6 +4,9 @@
 // thread for the calls that carry data (Insert, Sample, SampleStream) and
 // handed to the Python servicer (`fallback`, which takes the GIL) for the
 // rest, whose cost is the server's own work, not the transport's.
+// MutatePriorities too is answered here: a learner sends it after nearly
+// every batch, and the fallback's hop to the server's event loop cost it
+// more than the call itself.
 //
 // Insert keeps, per connection, the chunks its client sent and did not
 // release (as a gRPC Insert stream does); a connection that ends drops them.
@@ -38,6 +41,10 @@ enum ReplayMethod : uint32_t {
   kServerInfo = 6,
   kWhyBlocked = 7,
   kCheckpoint = 8,
+  // As SampleStream (a timeout is a timed_out response), answered with
+  // gathered parts (resound/local/gathered_batch.h) when every column of
+  // the batch stacks, with SampleResponses otherwise.
+  kSampleGathered = 9,
 };
 
 class ReplayLocalService final : public LocalService {

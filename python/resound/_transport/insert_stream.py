@@ -334,6 +334,12 @@ class InsertStream:
                     and self._generation == generation
                 ):
                     self._lock.wait(WAIT_SLICE_SECONDS)
+                    # A call that reads its requests on this thread (the
+                    # same-host transport's) learns here, between requests,
+                    # that its server ended it (as a gRPC call would at once).
+                    watch = getattr(self._call, "watch_idle", None)
+                    if watch is not None:
+                        watch()
                 self._idle = False
                 if self._closed or self._generation != generation:
                     return

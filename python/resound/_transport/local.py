@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -34,8 +33,12 @@ from typing import Any
 import grpc
 
 from resound import _core, _proto
+from resound._transport.gathered_batch import GatheredSampleBatch
 from resound._transport.remote import RemoteTransport
+from resound._transport.sample_stream import RemoteSampleBatch
 from resound._wire.local_methods import LOCAL_METHODS
+from resound._wire.status import error_from_rpc, means_unreachable
+from resound._wire.timeouts import finite_timeout
 from resound.errors import DeadlineExceededError
 from resound.tls import ClientTls
 
@@ -52,9 +55,6 @@ _CONNECT_SECONDS = 5.0
 # After finding no endpoint, gRPC is used this long before looking again.
 _LOOK_AGAIN_SECONDS = 2.0
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
-# A stream waiting for its next request checks its connection this often.
-_WATCH_SECONDS = 0.05
-_END_OF_REQUESTS = object()
 
 
 class LocalRpcError(grpc.RpcError):
@@ -212,10 +212,12 @@ class _StreamCall:
     """One local stream: each request sent when the previous one's answer
     (all its parts) was read, on the connection it holds for its life.
 
-    The requests are read on a thread of the stream's own, as gRPC reads a
-    stream's requests: the caller, waiting for the next answer, meanwhile
-    watches the connection, so that a server that stops or goes away while
-    no request is ready ends the stream at once (with its status).
+    The requests are read on the caller's thread, when it asks for the next
+    answer: a request costs no hand-off between threads (two of them, each a
+    wake-up of another thread, cost more than the local round trip). While
+    the caller waits for its next request the connection is not watched: a
+    server that stopped meanwhile is learnt of at the next request, which
+    then fails with the server's status (as its call would have).
     """
 
     def __init__(
@@ -235,8 +237,6 @@ class _StreamCall:
         self._more = False
         self._done = False
         self._cancelled = False
-        self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._feeder: threading.Thread | None = None
 
     def __iter__(self) -> _StreamCall:
         return self
@@ -265,39 +265,31 @@ class _StreamCall:
         return self._deserialize(payload)
 
     def _next_request(self) -> Any:
-        """The next request, waiting for it while watching the connection;
-        StopIteration once the requests end."""
-        if self._feeder is None:
-            self._feeder = threading.Thread(
-                target=self._feed, name="resound-local-requests", daemon=True
-            )
-            self._feeder.start()
-        while True:
-            try:
-                arrival = self._inbox.get(timeout=_WATCH_SECONDS)
-            except queue.Empty:
-                if self._cancelled:
-                    raise LocalRpcError(
-                        grpc.StatusCode.CANCELLED, "the call was cancelled"
-                    ) from None
-                self._client.check_open()  # the server's farewell, if it ended the stream
-                continue
-            if arrival is _END_OF_REQUESTS:
-                self._end()
-                raise StopIteration
-            if isinstance(arrival, BaseException):
-                self._end()
-                raise arrival
-            return arrival[0]
-
-    def _feed(self) -> None:
+        """The next request; StopIteration once the requests end."""
         try:
-            for request in self._requests:
-                self._inbox.put((request,))
-        except BaseException as error:  # noqa: BLE001 - handed to the stream's reader
-            self._inbox.put(error)
+            request = next(self._requests)
+        except StopIteration:
+            self._end()
+            raise
+        except BaseException:
+            self._end()
+            raise
+        if self._cancelled:
+            raise LocalRpcError(grpc.StatusCode.CANCELLED, "the call was cancelled")
+        return request
+
+    def watch_idle(self) -> None:
+        """Raises the server's status if it ended the connection while the
+        stream waits for its next request (called from the stream's thread,
+        between requests)."""
+        client = self._client
+        if client is None or self._done:
             return
-        self._inbox.put(_END_OF_REQUESTS)
+        try:
+            client.check_open()
+        except (_core.LocalStatusError, OSError) as error:
+            self._end()
+            raise _rpc_error(error) from None
 
     def cancel(self) -> bool:
         """Ends the stream from any thread (a call waiting on it returns)."""
@@ -317,6 +309,47 @@ class _StreamCall:
             # Not reused: the server's session of an insert stream holds its
             # chunks until the connection ends.
             client.shutdown()
+
+
+_MUTATE_PRIORITIES = LOCAL_METHODS["MutatePriorities"]
+
+
+class _Answer:
+    """One request on a connection of the pool, sent at once; iterating
+    gives its answer's parts (LocalRpcError if it failed). ``finish()`` puts
+    the connection back, or drops it if parts were left unread."""
+
+    def __init__(self, connections: LocalConnections, number: int, request: bytes) -> None:
+        self._connections = connections
+        self._client = connections.take()
+        self._number = number
+        self._request: bytes | None = request
+        self._more = True
+
+    def __iter__(self) -> _Answer:
+        return self
+
+    def __next__(self) -> bytes:
+        if not self._more or self._client is None:
+            raise StopIteration
+        try:
+            if self._request is not None:
+                request, self._request = self._request, None
+                payload, self._more = self._client.call(self._number, request, None)
+            else:
+                payload, self._more = self._client.continue_call(None)
+        except (_core.LocalStatusError, DeadlineExceededError, OSError) as error:
+            self._more = False
+            raise _rpc_error(error) from None
+        return payload
+
+    def finish(self) -> None:
+        client, self._client = self._client, None
+        if client is None:
+            return
+        if self._more and self._request is None:
+            client.shutdown()  # an answer's parts not read: not reusable
+        self._connections.give_back(client)
 
 
 class LocalTransport(RemoteTransport):
@@ -370,6 +403,64 @@ class LocalTransport(RemoteTransport):
         self._why_blocked_call = unary(
             "WhyBlocked", self._why_blocked_call, P.WhyBlockedRequest, P.WhyBlockedResponse
         )
+
+    # --- the calls a learner makes most, straight on a connection: no
+    # stream object, no idle-call pool (each layer cost about as much as
+    # the local round trip itself)
+
+    def sample(
+        self, table: str, num_samples: int, timeout: float | None
+    ) -> RemoteSampleBatch | GatheredSampleBatch:
+        """One batch, gathered by the server into shared memory when every
+        column stacks (one copy on this side), else as SampleResponses."""
+        connections = self._local_connections()
+        if connections is None:
+            return super().sample(table, num_samples, timeout)
+        wait = finite_timeout(timeout)
+        request = _proto.SampleRequest(
+            table=table, num_samples=num_samples, timeout_seconds=-1.0 if wait is None else wait
+        ).SerializeToString()
+        what = f"Sample from table {table!r}"
+        try:
+            client = connections.take()
+        except LocalRpcError:
+            return super().sample(table, num_samples, timeout)  # waits for the server
+        try:
+            # As a SampleStream's request: a timeout is an answer.
+            try:
+                kind, *answer = client.sample_gathered(request)
+            except ValueError as error:
+                raise ValueError(f"malformed response from the server: {error}") from None
+            if kind == "gathered":
+                return GatheredSampleBatch(*answer)
+            return RemoteSampleBatch(answer[0], until_end_of_request=True)
+        except DeadlineExceededError as error:
+            text = str(error)
+            raise DeadlineExceededError(
+                text if text.startswith("table '") else f"{what}: {text}"
+            ) from None
+        except (_core.LocalStatusError, OSError) as error:
+            rpc = _rpc_error(error)
+            if means_unreachable(rpc) and self.wait_for_server:
+                return super().sample(table, num_samples, timeout)
+            raise error_from_rpc(rpc, what) from None
+        finally:
+            connections.give_back(client)
+
+    def mutate_priorities(self, table: str, updates: Any, deletes: Any) -> tuple[int, int]:
+        connections = self._local_connections()
+        if connections is None:
+            return super().mutate_priorities(table, updates, deletes)
+        request = _core.encode_mutate_request(table, updates, deletes)
+        try:
+            answer = _Answer(connections, _MUTATE_PRIORITIES, request)
+            response = _proto.MutatePrioritiesResponse.FromString(next(answer))
+            answer.finish()
+        except LocalRpcError as error:
+            if means_unreachable(error) and self.wait_for_server:
+                return super().mutate_priorities(table, updates, deletes)
+            raise error_from_rpc(error, f"MutatePriorities of {table!r}") from None
+        return response.num_updated, response.num_deleted
 
     @property
     def local_path(self) -> str | None:

@@ -30,6 +30,7 @@ import grpc
 import numpy as np
 
 from resound import _core, _proto, specs, wait_warnings
+from resound._transport.gathered_batch import GatheredSampleBatch
 from resound._transport.idle_calls import IdleCalls
 from resound._transport.insert_call import InsertCall
 from resound._transport.insert_stream import InsertStream
@@ -286,12 +287,15 @@ class RemoteTransport(OneServerTransport):
 
     # --- reading
 
-    def sample(self, table: str, num_samples: int, timeout: float | None) -> RemoteSampleBatch:
+    def sample(
+        self, table: str, num_samples: int, timeout: float | None
+    ) -> RemoteSampleBatch | GatheredSampleBatch:
         """One batch, asked for on a SampleStream kept open between calls: a
         request on an open stream costs one message each way, a Sample call
         of its own several more (about a third more time per sample(n=1)).
         Each calling thread takes an idle stream of the table's, or opens
-        one, and puts it back after."""
+        one, and puts it back after. (A GatheredSampleBatch comes only from
+        the same-host transport, which overrides this.)"""
         with self._infos_lock:
             idle = self._idle_sample_streams.get(table)
             if idle is None:
@@ -564,9 +568,12 @@ def update_arrays(updates: Any) -> tuple[list[int], list[float]]:
                 f"updates: {len(keys)} keys but {len(priorities)} priorities; they must pair up"
             )
         return keys, priorities
-    pairs = updates.items() if isinstance(updates, Mapping) else updates
+    if isinstance(updates, Mapping):
+        # map() converts in C: a learner's 100-key update each step costs
+        # about a tenth of the loop's time.
+        return list(map(int, updates.keys())), list(map(float, updates.values()))
     keys, priorities = [], []
-    for key, priority in pairs:
+    for key, priority in updates:
         keys.append(int(key))
         priorities.append(float(priority))
     return keys, priorities

@@ -80,10 +80,13 @@ class RemoteSampleBatch:
             raise ConnectionError("the server ended the sample stream before it answered")
         # keys, priorities, times_sampled, probabilities, table_sizes.
         dtypes = (np.uint64, np.float64, np.int32, np.float64, np.int64)
-        arrays = [
-            np.concatenate([part[i] for part in parts]) if parts else np.empty(0, dtype)
-            for i, dtype in enumerate(dtypes)
-        ]
+        if len(parts) == 1:
+            arrays = list(parts[0][:5])  # (nearly always: one response) as decoded
+        else:
+            arrays = [
+                np.concatenate([part[i] for part in parts]) if parts else np.empty(0, dtype)
+                for i, dtype in enumerate(dtypes)
+            ]
         self.keys, self.priorities, self.times_sampled, self.probabilities, self.table_sizes = (
             arrays
         )

@@ -15,4 +15,5 @@ LOCAL_METHODS = {
     "ServerInfo": 6,
     "WhyBlocked": 7,
     "Checkpoint": 8,
+    "SampleGathered": 9,
 }

@@ -1,0 +1,262 @@
+// The replay service of the local transport against real tables: gathered
+// batches (bytes, parts, infos), the SampleResponse answer when a column
+// does not stack, MutatePriorities, and several clients at once (the calls'
+// C++ path runs under the sanitizers here, not in the Python suite).
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "check.h"
+#include "resound/chunk_store.h"
+#include "resound/errors.h"
+#include "resound/local/gathered_batch.h"
+#include "resound/local/local_client.h"
+#include "resound/local/local_server.h"
+#include "resound/local/replay_local_service.h"
+#include "resound/local/status_codes.h"
+#include "resound/proto_reader.h"
+#include "resound/proto_writer.h"
+#include "resound/table.h"
+#include "resound/wire_messages.h"
+
+namespace resound::local {
+namespace {
+
+constexpr int64_t kSteps = 4;
+constexpr int64_t kWidth = 100;  // floats per row: 400 bytes
+constexpr int64_t kRowBytes = kWidth * 4;
+
+Deadline Soon() { return Deadline::AfterSeconds(10); }
+
+// Payload bytes depend on the key, so every sample's rows can be checked.
+std::byte PayloadByte(uint64_t key, size_t at) { return std::byte((key * 31 + at) & 0xff); }
+
+std::shared_ptr<const Chunk> AddChunk(ChunkStore& store, uint64_t key) {
+  ChunkMetadata metadata;
+  metadata.key = key;
+  metadata.dtype = DType::Parse("<f4");
+  metadata.step_shape = {kWidth};
+  metadata.num_steps = kSteps;
+  metadata.end_step = kSteps - 1;
+  metadata.uncompressed_size = Chunk::RawSize(metadata);
+  std::vector<std::byte> payload(static_cast<size_t>(metadata.uncompressed_size));
+  for (size_t i = 0; i < payload.size(); ++i) payload[i] = PayloadByte(key, i);
+  return store.Insert(metadata, payload);
+}
+
+std::shared_ptr<Table> MakeTable(const std::string& name, const std::shared_ptr<ChunkStore>& store) {
+  TableConfig config;
+  config.name = name;
+  config.sampler = {SelectorKind::kPrioritized, 1.0, 1};
+  config.remover = {SelectorKind::kFifo, 1.0, 2};
+  config.max_size = 1000;
+  config.rate_limiter = RateLimiterConfig::MinSize(1);
+  return std::make_shared<Table>(config, store);
+}
+
+// Item `key`: column 0 is rows [1, 3) of its chunk, column 1 row 3 squeezed
+// (with `ragged`, column 0 of odd keys is one row longer).
+void InsertItem(Table& table, ChunkStore& store, uint64_t key, bool ragged = false) {
+  auto chunk = AddChunk(store, key);
+  const int64_t length = ragged && key % 2 == 1 ? 3 : 2;
+  ItemRequest request{key, 1.0, {{{{chunk->key(), 1, length}}, false}, {{{chunk->key(), 3, 1}}, true}}};
+  table.Insert(std::move(request), Soon());
+}
+
+size_t PutSampleRequest(LocalClient& client, const std::string& table, int64_t count) {
+  ProtoWriter request;
+  request.BytesField(wire::sample_request::kTable, table);
+  request.VarintField(wire::sample_request::kNumSamples, static_cast<uint64_t>(count));
+  request.PackedDoubles(wire::sample_request::kTimeoutSeconds, {-1.0});
+  std::memcpy(client.request_buffer(), request.data().data(), request.data().size());
+  return request.data().size();
+}
+
+// Checks the rows of sample `key` (column 0: rows 1-2, column 1: row 3).
+void CheckRows(uint64_t key, std::span<const std::byte> column0, std::span<const std::byte> column1) {
+  RESOUND_CHECK(column0.size() == 2 * kRowBytes && column1.size() == kRowBytes);
+  for (size_t i = 0; i < column0.size(); ++i) RESOUND_CHECK(column0[i] == PayloadByte(key, kRowBytes + i));
+  for (size_t i = 0; i < column1.size(); ++i) RESOUND_CHECK(column1[i] == PayloadByte(key, 3 * kRowBytes + i));
+}
+
+// Samples `count` gathered and checks every byte; returns the parts read.
+int SampleGatheredAndCheck(LocalClient& client, int64_t count) {
+  LocalClient::Response response = client.Call(kSampleGathered, PutSampleRequest(client, "t", count), Soon());
+  std::vector<uint64_t> keys;
+  int64_t next = 0;
+  int parts = 0;
+  while (true) {
+    RESOUND_CHECK(IsGatheredPart(response.payload));
+    const GatheredPart part = ReadGatheredPart(response.payload);
+    ++parts;
+    RESOUND_CHECK(part.total == count && part.begin == next && part.columns.size() == 2);
+    RESOUND_CHECK(part.columns[0].rows == 2 && !part.columns[0].squeeze && part.columns[1].squeeze);
+    if (part.begin == 0) {
+      keys = part.keys;
+      for (const int32_t times : part.times_sampled) RESOUND_CHECK(times >= 1);
+    }
+    const size_t n = static_cast<size_t>(part.end - part.begin);
+    const std::span<const std::byte> column0 = part.data.subspan(0, n * 2 * kRowBytes);
+    const std::span<const std::byte> column1 = part.data.subspan(n * 2 * kRowBytes);
+    for (size_t i = 0; i < n; ++i) {
+      CheckRows(keys.at(static_cast<size_t>(part.begin) + i), column0.subspan(i * 2 * kRowBytes, 2 * kRowBytes),
+                column1.subspan(i * kRowBytes, kRowBytes));
+    }
+    next = part.end;
+    if (!response.more) break;
+    response = client.Continue(Soon());
+  }
+  RESOUND_CHECK(next == count);
+  return parts;
+}
+
+struct Fixture {
+  std::shared_ptr<ChunkStore> store = std::make_shared<ChunkStore>();
+  std::shared_ptr<Table> table = MakeTable("t", store);
+  std::shared_ptr<Table> ragged = MakeTable("ragged", store);
+  std::shared_ptr<ReplayLocalService> service;
+  std::unique_ptr<LocalServer> server;
+
+  explicit Fixture(const std::string& path) {
+    for (uint64_t key = 1; key <= 20; ++key) InsertItem(*table, *store, key);
+    for (uint64_t key = 101; key <= 104; ++key) InsertItem(*ragged, *store, key, true);
+    service = std::make_shared<ReplayLocalService>(store, std::nullopt, [](uint32_t, std::span<const std::byte>) {
+      return std::string();  // no fallback call in these tests
+    });
+    service->SetTables({{"t", table}, {"ragged", ragged}});
+    server = std::make_unique<LocalServer>(LocalServerOptions{path, {}, 16, {}, "token"}, service);
+  }
+};
+
+void GatheredBatchesCarryEveryByte(const std::string& dir) {
+  Fixture fixture(dir + "/gathered.sock");
+  // A region of 8 KB holds 6 samples of 1200 bytes: 16 come in 3 parts.
+  LocalClient small(fixture.server->path(), 1 << 12, 1 << 13, Soon());
+  RESOUND_CHECK(SampleGatheredAndCheck(small, 16) == 3);
+  RESOUND_CHECK(SampleGatheredAndCheck(small, 1) == 1);
+  // A region too small for one sample: refused with RESOURCE_EXHAUSTED, and
+  // the connection serves the next call.
+  LocalClient tiny(fixture.server->path(), 1 << 12, 1024, Soon());
+  try {
+    tiny.Call(kSampleGathered, PutSampleRequest(tiny, "t", 2), Soon());
+    RESOUND_CHECK(false);
+  } catch (const StatusError& error) {
+    RESOUND_CHECK(error.code() == kResourceExhausted);
+  }
+  RESOUND_CHECK(!tiny.broken());
+  // Columns that do not stack (ragged rows): SampleResponses instead.
+  LocalClient client(fixture.server->path(), 1 << 12, 1 << 20, Soon());
+  const LocalClient::Response response =
+      client.Call(kSampleGathered, PutSampleRequest(client, "ragged", 4), Soon());
+  RESOUND_CHECK(!IsGatheredPart(response.payload) && !response.more);
+  // Malformed parts are refused, not read past their end.
+  std::vector<std::byte> forged(64);
+  const uint32_t prefix[2] = {kGatheredMagic, 1000};
+  std::memcpy(forged.data(), prefix, sizeof prefix);
+  bool refused = false;
+  try {
+    ReadGatheredPart(forged);
+  } catch (const InvalidArgumentError&) {
+    refused = true;
+  }
+  RESOUND_CHECK(refused);
+}
+
+size_t PutMutateRequest(LocalClient& client, const std::string& table, const std::vector<uint64_t>& keys,
+                        const std::vector<double>& priorities, const std::vector<uint64_t>& deletes) {
+  namespace f = wire::mutate_priorities_request;
+  ProtoWriter request;
+  request.BytesField(f::kTable, table);
+  request.PackedVarints(f::kUpdateKeys, keys);
+  request.PackedDoubles(f::kUpdatePriorities, priorities);
+  request.PackedVarints(f::kDeleteKeys, deletes);
+  std::memcpy(client.request_buffer(), request.data().data(), request.data().size());
+  return request.data().size();
+}
+
+std::pair<uint64_t, uint64_t> MutateCounts(std::span<const std::byte> payload) {
+  ProtoReader reader({reinterpret_cast<const uint8_t*>(payload.data()), payload.size()}, "MutatePrioritiesResponse");
+  uint64_t updated = 0, deleted = 0;
+  while (reader.Next()) {
+    if (reader.field() == wire::mutate_priorities_response::kNumUpdated) updated = reader.varint();
+    if (reader.field() == wire::mutate_priorities_response::kNumDeleted) deleted = reader.varint();
+  }
+  return {updated, deleted};
+}
+
+StatusError CallFails(LocalClient& client, uint32_t method, size_t size) {
+  try {
+    client.Call(method, size, Soon());
+  } catch (const StatusError& error) {
+    return error;
+  }
+  RESOUND_CHECK(false);
+  return StatusError(kUnknown, "");
+}
+
+void MutatePrioritiesInCpp(const std::string& dir) {
+  Fixture fixture(dir + "/mutate.sock");
+  LocalClient client(fixture.server->path(), 1 << 12, 1 << 12, Soon());
+  // Key 999 is not in the table: ignored. Key 5 is deleted.
+  const auto [updated, deleted] = MutateCounts(
+      client.Call(kMutatePriorities, PutMutateRequest(client, "t", {1, 2, 999}, {3.0, 4.0, 5.0}, {5}), Soon())
+          .payload);
+  RESOUND_CHECK(updated == 2 && deleted == 1);
+  RESOUND_CHECK(fixture.table->Info().current_size == 19);
+  // Refusals change nothing: lengths that do not pair up, a NaN priority,
+  // an unknown table.
+  RESOUND_CHECK(CallFails(client, kMutatePriorities, PutMutateRequest(client, "t", {1, 2}, {1.0}, {})).code() ==
+                kInvalidArgument);
+  RESOUND_CHECK(CallFails(client, kMutatePriorities, PutMutateRequest(client, "t", {3}, {0.0 / 0.0}, {4})).code() ==
+                kInvalidArgument);
+  RESOUND_CHECK(CallFails(client, kMutatePriorities, PutMutateRequest(client, "nope", {1}, {1.0}, {})).code() ==
+                kNotFound);
+  RESOUND_CHECK(fixture.table->Info().current_size == 19);
+}
+
+// Clients sampling and updating priorities at once while items go in and
+// out of the table (for the sanitizers).
+void ManyClientsAtOnce(const std::string& dir) {
+  Fixture fixture(dir + "/many.sock");
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (int c = 0; c < 3; ++c) {
+    threads.emplace_back([&, c] {
+      LocalClient client(fixture.server->path(), 1 << 12, 1 << 14, Soon());
+      for (int i = 0; i < 150; ++i) {
+        SampleGatheredAndCheck(client, 1 + (i + c) % 12);
+        const uint64_t key = 1 + static_cast<uint64_t>(i % 20);
+        client.Call(kMutatePriorities, PutMutateRequest(client, "t", {key}, {1.0 + i % 3}, {}), Soon());
+      }
+    });
+  }
+  threads.emplace_back([&] {
+    for (uint64_t key = 1000; !stop.load(); ++key) {
+      InsertItem(*fixture.table, *fixture.store, key);  // the Fifo remover lets the oldest go
+      if (key % 50 == 0) std::this_thread::yield();
+    }
+  });
+  for (int c = 0; c < 3; ++c) threads[c].join();
+  stop = true;
+  threads.back().join();
+}
+
+}  // namespace
+}  // namespace resound::local
+
+int main() {
+  std::string dir = "/tmp/resound-replay-local-test-XXXXXX";
+  RESOUND_CHECK(::mkdtemp(dir.data()) != nullptr);
+  resound::local::GatheredBatchesCarryEveryByte(dir);
+  resound::local::MutatePrioritiesInCpp(dir);
+  resound::local::ManyClientsAtOnce(dir);
+  ::rmdir(dir.c_str());
+  return 0;
+}
