@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -127,6 +128,16 @@ LocalSocket::Wait LocalSocket::WaitReadable(const Deadline& deadline, int stop_f
     if ((watched[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0) return Wait::kReadable;
     if (!deadline.is_infinite() && deadline.has_passed()) return Wait::kTimedOut;
   }
+}
+
+bool LocalSocket::SpinUntilReadable(std::chrono::nanoseconds budget) const {
+  const auto until = std::chrono::steady_clock::now() + budget;
+  pollfd watched{fd_.get(), POLLIN, 0};
+  do {
+    if (::poll(&watched, 1, 0) > 0 && (watched.revents & (POLLIN | POLLHUP | POLLERR)) != 0) return true;
+    ::sched_yield();
+  } while (std::chrono::steady_clock::now() < until);
+  return false;
 }
 
 bool LocalSocket::Receive(MessageBuffer& buffer, size_t max_bytes, std::vector<UniqueFd>& fds) const {

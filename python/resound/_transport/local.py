@@ -35,7 +35,7 @@ import grpc
 from resound import _core, _proto
 from resound._transport.gathered_batch import GatheredSampleBatch
 from resound._transport.remote import RemoteTransport
-from resound._transport.sample_stream import RemoteSampleBatch
+from resound._transport.sample_stream import RemoteSampleBatch, SampleStream
 from resound._wire.local_methods import LOCAL_METHODS
 from resound._wire.status import error_from_rpc, means_unreachable
 from resound._wire.timeouts import finite_timeout
@@ -446,6 +446,15 @@ class LocalTransport(RemoteTransport):
             raise error_from_rpc(rpc, what) from None
         finally:
             connections.give_back(client)
+
+    def open_sample_stream(self, table: str) -> SampleStream | None:  # type: ignore[override]
+        """None while the calls go over the socket: a dataset then takes its
+        batches with ``sample`` (gathered, on the calling thread), which
+        costs less than requests run ahead on a stream; a SampleStream over
+        gRPC otherwise."""
+        if self._local_connections() is not None:
+            return None
+        return super().open_sample_stream(table)
 
     def mutate_priorities(self, table: str, updates: Any, deletes: Any) -> tuple[int, int]:
         connections = self._local_connections()

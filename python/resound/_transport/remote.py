@@ -303,7 +303,7 @@ class RemoteTransport(OneServerTransport):
                     _IDLE_CALLS, stale=lambda stream: stream.ended_while_idle,
                     close=SampleStream.close,
                 )  # fmt: skip
-        stream = idle.take() or self.open_sample_stream(table)
+        stream = idle.take() or SampleStream(self, table, self._sample_stream_call)
         try:
             batch = stream.start(num_samples, timeout)()
         except DeadlineExceededError:
