@@ -46,6 +46,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -101,6 +102,28 @@ TARGETS = {
     ("concurrent_sample_4", "4 KB"): 3.0,
 }
 
+# Issue 17's targets for the same-host transport (--transport local), ratios
+# to dm-reverb over gRPC in the same run.
+LOCAL_TARGETS = {
+    ("sample_uniform", "400 KB"): 5.0,
+    ("sample_uniform", "4 KB"): 25.0,
+    ("sample_n1", "4 KB"): 10.0,
+    ("insert_client", "4 KB"): 10.0,
+    ("insert_writer_flush2", "4 KB"): 4.0,
+    ("insert_writer", "400 KB"): 3.0,
+    ("update_priorities", "100/batch"): 5.0,
+    ("concurrent_insert_1", "4 KB"): 3.0,
+    ("concurrent_insert_2", "4 KB"): 3.0,
+    ("concurrent_insert_4", "4 KB"): 3.0,
+}
+# 400 KB sampling over the same-host transport: at least this many bytes/s.
+LOCAL_TARGET_GBPS = 4.5
+
+# Server CPU seconds and units (items or keys) of the timed runs, per
+# (library, workload, payload): the server's CPU per unit.
+SERVER_CPU: dict[tuple[str, str, str], list[float]] = {}
+_UNITS = [0]
+
 # The server process: builds the tables of a JSON spec with the library
 # given, prints its port, serves until its stdin closes.
 SERVER = r"""
@@ -138,6 +161,21 @@ class ServerProcess:
         assert self.process.stdout is not None
         self.port = int(self.process.stdout.readline())
 
+    def cpu_seconds(self) -> float:
+        """User + system CPU time of the server process so far."""
+        with open(f"/proc/{self.process.pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def measured(self, key: tuple[str, str, str], run: Callable[[], float]) -> float:
+        """``run()``, the server's CPU and the units it counted recorded."""
+        cpu, units = self.cpu_seconds(), _UNITS[0]
+        rate = run()
+        entry = SERVER_CPU.setdefault(key, [0.0, 0.0])
+        entry[0] += self.cpu_seconds() - cpu
+        entry[1] += _UNITS[0] - units
+        return rate
+
     def stop(self) -> None:
         assert self.process.stdin is not None
         self.process.stdin.close()
@@ -168,6 +206,7 @@ def timed(step: Callable[[], int], seconds: float, finish: Callable[[], None]) -
     while time.perf_counter() < start + seconds:
         units += step()
     finish()
+    _UNITS[0] += units
     return units / (time.perf_counter() - start)
 
 
@@ -188,7 +227,10 @@ def insert(lib: str, payload: str, seconds: float, history: int, mode: str = "wr
                 return 10
 
             timed(step, min(seconds, 1.0), lambda: None)  # warm-up
-            return statistics.median(timed(step, seconds, lambda: None) for _ in range(3))
+            return server.measured(
+                (lib, "insert_client", payload),
+                lambda: statistics.median(timed(step, seconds, lambda: None) for _ in range(3)),
+            )
         writer = client.trajectory_writer(num_keep_alive_refs=history)
         for _ in range(history):
             writer.append({"obs": x})
@@ -206,7 +248,10 @@ def insert(lib: str, payload: str, seconds: float, history: int, mode: str = "wr
             return block
 
         timed(step, min(seconds, 1.0), writer.flush)  # warm-up
-        rate = statistics.median(timed(step, seconds, writer.flush) for _ in range(3))
+        rate = server.measured(
+            (lib, f"insert_{mode}_{history}", payload),
+            lambda: statistics.median(timed(step, seconds, writer.flush) for _ in range(3)),
+        )
         writer.close()
         return rate
     finally:
@@ -246,7 +291,10 @@ def sample(lib: str, payload: str, seconds: float, items: int, mode: str) -> flo
             def step() -> int:
                 return sum(1 for _ in client.sample(table, num_samples=256, emit_timesteps=False))
 
-        return statistics.median(timed(step, seconds, lambda: None) for _ in range(3))
+        return server.measured(
+            (lib, f"sample_{mode}", payload),
+            lambda: statistics.median(timed(step, seconds, lambda: None) for _ in range(3)),
+        )
     finally:
         server.stop()
 
@@ -283,7 +331,10 @@ def update_priorities(lib: str, seconds: float, items: int) -> float:
             client.mutate_priorities("p", updates=updates[next(turn) % len(updates)])
             return 100
 
-        return statistics.median(timed(step, seconds, lambda: None) for _ in range(3))
+        return server.measured(
+            (lib, "update_priorities", "100/batch"),
+            lambda: statistics.median(timed(step, seconds, lambda: None) for _ in range(3)),
+        )
     finally:
         server.stop()
 
@@ -341,9 +392,13 @@ def concurrent(lib: str, kind: str, processes: int, seconds: float, items: int) 
                 proc.stdin.write("go\n")
                 proc.stdin.flush()
             results = [proc.communicate(timeout=seconds + 120)[0].split() for proc in clients]
+            _UNITS[0] += sum(int(u) for u, _ in results)
             return sum(int(u) for u, _ in results) / max(float(t) for _, t in results)
 
-        return statistics.median(once() for _ in range(3))
+        return server.measured(
+            (lib, f"concurrent_{kind}_{processes}", "4 KB"),
+            lambda: statistics.median(once() for _ in range(3)),
+        )
     finally:
         server.stop()
 
@@ -407,7 +462,7 @@ def main() -> None:
         ("update_priorities", "100/batch", lambda lib: update_priorities(lib, seconds, items))
     )
     for kind in ("insert", "sample"):
-        for n in (1, 2, 4):
+        for n in (1, 2, 4) if kind == "insert" else (1, 2, 4, 8):
             workloads.append(
                 (
                     f"concurrent_{kind}_{n}",
@@ -432,7 +487,8 @@ def main() -> None:
         else:
             reference, label = ANCHORS.get((name, payload), 0.0), "anchor"
         ratio = ours / reference if reference else float("nan")
-        target = TARGETS.get((name, payload))
+        targets = LOCAL_TARGETS if RESOUND_TRANSPORT == "local" else TARGETS
+        target = targets.get((name, payload))
         met = "-" if target is None else ("yes" if ratio >= target else "NO")
         rows.append([name, payload, ours, reference, label, ratio, target, met])
     if any(r[1] == "400 KB" and r[0].startswith("sample") for r in rows):
@@ -458,6 +514,24 @@ def main() -> None:
             for n, p, o, r, lab, x, t, m in rows
         ],
     )
+
+    cpu_rows = [
+        [name, payload, f"{cpu / units * 1e6:.1f}" if units else "-", lib]
+        for (lib, name, payload), (cpu, units) in sorted(SERVER_CPU.items(), key=lambda e: e[0][1:])
+    ]
+    if cpu_rows:
+        print_table(
+            "server process CPU per unit (items; keys for update_priorities), timed runs",
+            ["workload", "payload", "CPU us/unit", "library"],
+            cpu_rows,
+        )
+    if RESOUND_TRANSPORT == "local":
+        for r in rows:
+            if r[0] == "sample_uniform" and r[1] == "400 KB":
+                gbps = r[2] * PAYLOADS["400 KB"] * 4 / 1e9
+                met = "yes" if gbps >= LOCAL_TARGET_GBPS else "NO"
+                target = f"target >= {LOCAL_TARGET_GBPS} GB/s: {met}"
+                print(f"\n400 KB sampling: {gbps:.2f} GB/s ({target})")
 
     if floors:
         print_table(
