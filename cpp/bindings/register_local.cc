@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <cstring>
 #include <exception>
 #include <map>
@@ -146,19 +147,68 @@ void CopyPart(const local::GatheredPart& part, const std::vector<std::span<std::
   }
 }
 
+// What the arrays of a batch in a batch region hold (their numpy base): the
+// region stays mapped, and is not lent again, while any of them lives.
+struct BatchRegionHold {
+  std::shared_ptr<local::SharedMemory> region;
+};
+
+// The largest batch region a client makes (the server allows four of them
+// per connection by default).
+constexpr size_t kMaxBatchRegionBytes = size_t{256} << 20;
+
+// The arrays of a batch the server gathered into `lease`'s region: views of
+// it, no copy.
+py::list ColumnsInRegion(const local::GatheredPart& part, const local::BatchRegions::Lease& lease) {
+  local::CheckRegionOffsets(part, lease.region->size());
+  py::object base = py::cast(BatchRegionHold{lease.region});
+  py::list columns;
+  for (size_t c = 0; c < part.columns.size(); ++c) {
+    const std::vector<int64_t> shape = part.columns[c].Shape(static_cast<size_t>(part.total));
+    columns.append(py::array(py::dtype(std::string(part.columns[c].dtype.str())),
+                             std::vector<py::ssize_t>(shape.begin(), shape.end()), std::vector<py::ssize_t>(),
+                             lease.region->data() + part.region_offsets[c], base));
+  }
+  return columns;
+}
+
 // LocalClient.sample_gathered: see its docstring.
-py::tuple SampleGathered(LocalClient& client, py::handle request, std::optional<double> timeout) {
+py::tuple SampleGathered(LocalClient& client, py::handle request, int64_t num_samples, std::optional<double> timeout) {
   const BufferView view(request);
-  if (view.size() > client.request_capacity()) throw InvalidArgumentError("sample_gathered: request too large");
+  constexpr size_t kPrefix = local::BatchRegionRequest::kBytes;
+  if (view.size() + kPrefix > client.request_capacity()) {
+    throw InvalidArgumentError("sample_gathered: request too large");
+  }
   const Deadline deadline = ToDeadline(timeout);
+  local::BatchRegions& regions = client.batch_regions();
+  // A region for the batch once its size per sample is known (4 KB for the
+  // columns' alignment); with none free, the batch comes copied.
+  std::optional<local::BatchRegions::Lease> lease;
+  if (regions.bytes_per_sample() > 0 && num_samples > 0) {
+    const unsigned __int128 wanted =
+        static_cast<unsigned __int128>(regions.bytes_per_sample()) * static_cast<uint64_t>(num_samples) + 4096;
+    if (wanted <= kMaxBatchRegionBytes) lease = regions.Take(static_cast<size_t>(wanted), kMaxBatchRegionBytes);
+  }
   LocalClient::Response response = WithoutGil([&] {
-    std::memcpy(client.request_buffer(), view.data(), view.size());
-    return client.Call(local::kSampleGathered, view.size(), deadline);
+    if (!lease) {
+      std::memcpy(client.request_buffer(), view.data(), view.size());
+      return client.Call(local::kSampleGathered, view.size(), deadline);
+    }
+    std::array<std::byte, kPrefix> prefix{};
+    const uint64_t region_bytes = lease->region->size();
+    std::memcpy(prefix.data(), &lease->slot, sizeof lease->slot);
+    std::memcpy(prefix.data() + 8, &region_bytes, sizeof region_bytes);
+    std::memcpy(client.request_buffer(), prefix.data(), kPrefix);
+    std::memcpy(client.request_buffer() + kPrefix, view.data(), view.size());
+    const int fd = lease->region->fd();
+    return client.Call(local::kSampleInto, kPrefix + view.size(), deadline,
+                       lease->send ? std::span<const int>(&fd, 1) : std::span<const int>());
   });
   const auto bytes_of = [](const LocalClient::Response& r) {
     return py::bytes(reinterpret_cast<const char*>(r.payload.data()), r.payload.size());
   };
   if (!local::IsGatheredPart(response.payload)) {
+    if (lease) regions.Used(*lease, false);
     py::list parts;
     parts.append(bytes_of(response));
     while (response.more) {
@@ -170,20 +220,34 @@ py::tuple SampleGathered(LocalClient& client, py::handle request, std::optional<
   try {
     local::GatheredPart part = local::ReadGatheredPart(response.payload);
     if (part.begin != 0) throw InvalidArgumentError("gathered batch: the first part does not start the batch");
+    regions.set_bytes_per_sample(static_cast<size_t>(local::BytesPerSample(part.columns)));
+    const auto infos_of = [](const local::GatheredPart& first) {
+      return py::make_tuple(ArrayOf(first.keys), ArrayOf(first.priorities), ArrayOf(first.times_sampled),
+                            ArrayOf(first.probabilities), ArrayOf(first.table_sizes));
+    };
+    const auto squeezed_of = [](const local::GatheredPart& first) {
+      py::list squeezed;
+      for (const ColumnLayout& layout : first.columns) squeezed.append(layout.squeeze);
+      return squeezed;
+    };
+    if (part.in_region) {
+      if (!lease || response.more) throw InvalidArgumentError("gathered batch: in a region that was not lent");
+      regions.Used(*lease, true);
+      return py::make_tuple("gathered", infos_of(part), ColumnsInRegion(part, *lease), squeezed_of(part));
+    }
+    if (lease) regions.Used(*lease, false);
     const std::vector<ColumnLayout> layouts = part.columns;
     const int64_t total = part.total;
     py::list columns;
-    py::list squeezed;
     std::vector<std::span<std::byte>> outputs;
     for (const ColumnLayout& layout : layouts) {
       const std::vector<int64_t> shape = layout.Shape(static_cast<size_t>(total));
       py::array array = PooledArray(py::dtype(std::string(layout.dtype.str())), {shape.begin(), shape.end()});
       outputs.emplace_back(static_cast<std::byte*>(array.mutable_data()), static_cast<size_t>(array.nbytes()));
       columns.append(std::move(array));
-      squeezed.append(layout.squeeze);
     }
-    py::tuple infos = py::make_tuple(ArrayOf(part.keys), ArrayOf(part.priorities), ArrayOf(part.times_sampled),
-                                     ArrayOf(part.probabilities), ArrayOf(part.table_sizes));
+    py::list squeezed = squeezed_of(part);
+    py::tuple infos = infos_of(part);
     WithoutGil([&] {
       // The arrays are referenced only here until returned.
       CopyPart(part, outputs);
@@ -255,6 +319,10 @@ other call through `fallback(method, request_bytes) -> response_bytes`.)doc")
       .def_property_readonly("num_connections", &LocalServer::num_connections)
       .def_property_readonly("num_refused", &LocalServer::num_refused);
 
+  py::class_<BatchRegionHold>(m, "LocalBatchRegion",
+                              "What keeps a batch region of the local transport mapped: the base of its arrays.")
+      .def_property_readonly("nbytes", [](const BatchRegionHold& hold) { return hold.region->size(); });
+
   py::class_<LocalClient>(m, "LocalClient", R"doc(
 One connection to a LocalServer; one call at a time (a second thread at once is
 refused). `call` and `continue_call` return (response bytes, more).)doc")
@@ -299,12 +367,15 @@ refused). `call` and `continue_call` return (response bytes, more).)doc")
             return ResponseTuple(response);
           },
           py::arg("timeout") = py::none(), "The next part of the last request's answer (after more).")
-      .def("sample_gathered", &SampleGathered, py::arg("request"), py::arg("timeout") = py::none(),
-           R"doc(Sends a serialized SampleRequest as SampleGathered and reads its whole answer:
-("gathered", (keys, priorities, times_sampled, probabilities, table_sizes),
-stacked columns, squeezed flags) when the server gathered every column, else
-("responses", [serialized SampleResponse, ...]). ValueError if the answer is
-malformed (the connection is then shut down).)doc")
+      .def("sample_gathered", &SampleGathered, py::arg("request"), py::arg("num_samples"),
+           py::arg("timeout") = py::none(),
+           R"doc(Sends a serialized SampleRequest (for up to `num_samples`) as SampleInto or
+SampleGathered and reads its whole answer: ("gathered", (keys, priorities,
+times_sampled, probabilities, table_sizes), stacked columns, squeezed flags)
+when the server gathered every column (the columns are views of a batch
+region when it went into one), else ("responses", [serialized
+SampleResponse, ...]). ValueError if the answer is malformed (the connection
+is then shut down).)doc")
       .def("check_open", &LocalClient::CheckOpen,
            "Raises LocalStatusError if the server ended the connection between calls.")
       .def("shutdown", &LocalClient::Shutdown, "Ends the connection, from any thread.");

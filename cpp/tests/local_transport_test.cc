@@ -264,7 +264,7 @@ void BrokenClientsAreDroppedAndOthersServed(const std::string& dir) {
     const std::span<const std::byte> parts[] = {junk};
     socket.Send(parts, {&sealed_fd, 1});
   }
-  // After a handshake: a payload outside the region, a bad kind, descriptors.
+  // After a handshake: a payload outside the region, a bad kind, two descriptors.
   for (int kind = 0; kind < 3; ++kind) {
     LocalClient client(server.path(), 4096, 4096, Soon());
     Frame frame;
@@ -278,7 +278,8 @@ void BrokenClientsAreDroppedAndOthersServed(const std::string& dir) {
     frame.Encode(header);
     LocalSocket raw(UniqueFd(::dup(client.fd())));
     const std::span<const std::byte> parts[] = {header};
-    raw.Send(parts, kind == 2 ? std::span<const int>(&sealed_fd, 1) : std::span<const int>());
+    const int two_fds[] = {sealed_fd, sealed_fd};  // a call may carry one (its batch region)
+    raw.Send(parts, kind == 2 ? std::span<const int>(two_fds) : std::span<const int>());
     MessageBuffer buffer;
     std::vector<UniqueFd> fds;
     RESOUND_CHECK(raw.WaitReadable(Soon()) == LocalSocket::Wait::kReadable);

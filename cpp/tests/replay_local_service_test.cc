@@ -16,6 +16,7 @@
 #include "check.h"
 #include "resound/chunk_store.h"
 #include "resound/errors.h"
+#include "resound/local/batch_regions.h"
 #include "resound/local/gathered_batch.h"
 #include "resound/local/local_client.h"
 #include "resound/local/local_server.h"
@@ -169,6 +170,62 @@ void GatheredBatchesCarryEveryByte(const std::string& dir) {
   RESOUND_CHECK(refused);
 }
 
+StatusError CallFails(LocalClient& client, uint32_t method, size_t size) {
+  try {
+    client.Call(method, size, Soon());
+  } catch (const StatusError& error) {
+    return error;
+  }
+  RESOUND_CHECK(false);
+  return StatusError(kUnknown, "");
+}
+
+// A SampleInto request for `count` samples into the lease's region.
+size_t PutSampleIntoRequest(LocalClient& client, const BatchRegions::Lease& lease, int64_t count) {
+  const size_t size = PutSampleRequest(client, "t", count);
+  std::memmove(client.request_buffer() + BatchRegionRequest::kBytes, client.request_buffer(), size);
+  const uint64_t region_bytes = lease.region->size();
+  std::memset(client.request_buffer(), 0, BatchRegionRequest::kBytes);
+  std::memcpy(client.request_buffer(), &lease.slot, sizeof lease.slot);
+  std::memcpy(client.request_buffer() + 8, &region_bytes, sizeof region_bytes);
+  return BatchRegionRequest::kBytes + size;
+}
+
+void BatchesGoIntoTheClientsRegion(const std::string& dir) {
+  Fixture fixture(dir + "/region.sock");
+  LocalClient client(fixture.server->path(), 1 << 12, 1 << 16, Soon());
+  BatchRegions& regions = client.batch_regions();
+  const auto lease = regions.Take(16 * 1200 + 4096, size_t{1} << 24);
+  RESOUND_CHECK(lease && lease->send);
+  for (int round = 0; round < 3; ++round) {
+    const int fd = lease->region->fd();
+    // The descriptor goes with the first call only; later calls name the slot.
+    const LocalClient::Response response =
+        client.Call(kSampleInto, PutSampleIntoRequest(client, *lease, 16), Soon(),
+                    round == 0 ? std::span<const int>(&fd, 1) : std::span<const int>());
+    RESOUND_CHECK(!response.more);
+    const GatheredPart part = ReadGatheredPart(response.payload);
+    RESOUND_CHECK(part.in_region && part.total == 16 && part.region_offsets.size() == 2);
+    CheckRegionOffsets(part, lease->region->size());
+    RESOUND_CHECK(part.region_offsets[1] % 64 == 0);
+    for (size_t i = 0; i < 16; ++i) {
+      const std::byte* base = lease->region->data();
+      CheckRows(part.keys[i], {base + part.region_offsets[0] + i * 2 * kRowBytes, 2 * kRowBytes},
+                {base + part.region_offsets[1] + i * kRowBytes, kRowBytes});
+    }
+  }
+  // A batch larger than the region (1 MiB): gathered parts in the
+  // connection's own region instead (the client copies them).
+  LocalClient::Response larger = client.Call(kSampleInto, PutSampleIntoRequest(client, *lease, 1000), Soon());
+  RESOUND_CHECK(IsGatheredPart(larger.payload) && !ReadGatheredPart(larger.payload).in_region);
+  while (larger.more) larger = client.Continue(Soon());
+  // A slot out of range is refused; the connection goes on.
+  const size_t size = PutSampleIntoRequest(client, *lease, 1);
+  std::memset(client.request_buffer(), 0xff, 4);
+  RESOUND_CHECK(CallFails(client, kSampleInto, size).code() == kInvalidArgument);
+  RESOUND_CHECK(!client.broken());
+}
+
 size_t PutMutateRequest(LocalClient& client, const std::string& table, const std::vector<uint64_t>& keys,
                         const std::vector<double>& priorities, const std::vector<uint64_t>& deletes) {
   namespace f = wire::mutate_priorities_request;
@@ -189,16 +246,6 @@ std::pair<uint64_t, uint64_t> MutateCounts(std::span<const std::byte> payload) {
     if (reader.field() == wire::mutate_priorities_response::kNumDeleted) deleted = reader.varint();
   }
   return {updated, deleted};
-}
-
-StatusError CallFails(LocalClient& client, uint32_t method, size_t size) {
-  try {
-    client.Call(method, size, Soon());
-  } catch (const StatusError& error) {
-    return error;
-  }
-  RESOUND_CHECK(false);
-  return StatusError(kUnknown, "");
 }
 
 void MutatePrioritiesInCpp(const std::string& dir) {
@@ -255,6 +302,7 @@ int main() {
   std::string dir = "/tmp/resound-replay-local-test-XXXXXX";
   RESOUND_CHECK(::mkdtemp(dir.data()) != nullptr);
   resound::local::GatheredBatchesCarryEveryByte(dir);
+  resound::local::BatchesGoIntoTheClientsRegion(dir);
   resound::local::MutatePrioritiesInCpp(dir);
   resound::local::ManyClientsAtOnce(dir);
   ::rmdir(dir.c_str());

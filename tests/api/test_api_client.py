@@ -851,8 +851,12 @@ def test_large_batches_come_from_reused_buffers_never_shared_while_alive(serve: 
     first[...] = -1.0  # the caller's to change: nothing else sees it
     np.testing.assert_array_equal(second, 1.0)
     reused_address = second.ctypes.data
+    # Over the same-host transport the batch is a view of a batch region the
+    # client lends the server, reused the same way (not the buffer pool's).
+    in_region = isinstance(second.base, getattr(_core, "LocalBatchRegion", ()))
     del second
-    assert _core.pool_info()["num_cached"] >= 1
+    if not in_region:
+        assert _core.pool_info()["num_cached"] >= 1
     # The only item is replaced by one of 2.0s: the reused buffer holds it.
     client.insert({"obs": np.full(100_000, 2.0, np.float32)}, priorities={"big": 1.0})
     third = client.sample_batch("big", batch_size=4).data[0]

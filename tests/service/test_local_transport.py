@@ -302,3 +302,41 @@ def test_random_frames_leave_the_tables_intact():
         client.close()
     finally:
         server.stop()
+
+
+# --- batches gathered into shared memory
+
+
+def test_held_batches_keep_their_data_and_regions_are_lent_again_once_let_go():
+    # Each item is 4 x 1,000 floats of its own value; batches of 8 are views
+    # of regions the client lends the server (four per connection), lent
+    # again only once nothing views them: with all four held, batches come
+    # copied, and no held batch ever changes.
+    server = resound.Server([replay()])
+    try:
+        client = resound.Client(server.local_address)
+        for value in range(50):
+            client.insert({"x": np.full((4, 1000), value, np.float32)}, priorities={"replay": 1.0})
+        held = [client.sample_batch("replay", batch_size=8) for _ in range(8)]
+        expected = [np.array(batch.data[0]) for batch in held]
+        in_region = [isinstance(batch.data[0].base, _core.LocalBatchRegion) for batch in held]
+        # The first batch teaches the client the size; four regions at most.
+        assert in_region[0] is False and sum(in_region) == 4, in_region
+        for batch, values in zip(held, expected, strict=True):
+            np.testing.assert_array_equal(batch.data[0], values)
+            keys_values = batch.data[0][:, 0, 0, 0]
+            assert set(keys_values.tolist()) <= set(range(50))
+        # Let go of the region batches: their regions serve the next ones.
+        addresses = {b.data[0].ctypes.data for b, r in zip(held, in_region, strict=True) if r}
+        held = [b for b, r in zip(held, in_region, strict=True) if not r]
+        again = client.sample_batch("replay", batch_size=8)
+        assert isinstance(again.data[0].base, _core.LocalBatchRegion)
+        assert again.data[0].ctypes.data in addresses
+        # A batch of another size (larger) gets a region of its own size.
+        larger = client.sample_batch("replay", batch_size=32)
+        assert larger.data[0].shape == (32, 1, 4, 1000)
+        for row in larger.data[0]:
+            assert np.all(row == row.flat[0])
+        client.close()
+    finally:
+        server.stop()

@@ -35,8 +35,17 @@ def config(tmp_path: Path) -> Path:
     return path
 
 
-def served_port(served: ServerProcess) -> int:
-    return int(served.wait_for(SERVING).group(1))
+def served_port(served: ServerProcess, tables: int = 1) -> int:
+    return int(served.wait_for(SERVING.replace("serving 1", f"serving {tables}")).group(1))
+
+
+@pytest.fixture
+def config_with_closed(tmp_path: Path) -> Path:
+    """The replay table and "closed", an empty one that nothing writes to:
+    a sampler of it waits for its rate limiter for as long as it is let."""
+    path = tmp_path / "server.toml"
+    path.write_text(REPLAY_TABLE_TOML + REPLAY_TABLE_TOML.replace('"replay"', '"closed"'))
+    return path
 
 
 def write(writer: resound.TrajectoryWriter, value: float, size: int = 1) -> None:
@@ -48,23 +57,26 @@ def write(writer: resound.TrajectoryWriter, value: float, size: int = 1) -> None
 
 
 @pytest.mark.slow
-def test_a_killed_server_is_waited_for_within_timeouts_and_writers_recover_on_restart(config):
+def test_a_killed_server_is_waited_for_within_timeouts_and_writers_recover_on_restart(
+    config_with_closed,
+):
+    config = config_with_closed
     served = ServerProcess(config)
-    port = served_port(served)
+    port = served_port(served, tables=2)
     client = resound.Client(f"127.0.0.1:{port}")
     writer = client.trajectory_writer(1)
     for value in range(10):
         write(writer, value)
     writer.flush(timeout_ms=int(SAFETY * 1000))  # 10 items confirmed
 
-    # A sampler waits on a table the rate limiter keeps closed to it; once the
-    # server is gone it waits for it (as Reverb's samplers retry), up to its
-    # timeout.
+    # A sampler waits on a table the rate limiter keeps closed to it (empty);
+    # once the server is gone it waits for it (as Reverb's samplers retry),
+    # up to its timeout.
     sampler_error: list[BaseException] = []
 
     def wait_for_many() -> None:
         try:
-            client.sample_batch("replay", 10_000, timeout=3.0)
+            client.sample_batch("closed", 10, timeout=3.0)
         except BaseException as error:
             sampler_error.append(error)
 
@@ -89,7 +101,7 @@ def test_a_killed_server_is_waited_for_within_timeouts_and_writers_recover_on_re
     # everything the dead one had not confirmed.
     again = ServerProcess(config, "--port", str(port))
     try:
-        served_port(again)
+        served_port(again, tables=2)
         writer.flush(timeout_ms=int(SAFETY * 1000))
         restarted = resound.Client(f"127.0.0.1:{port}")
         assert restarted.server_info()["replay"].current_size >= 5

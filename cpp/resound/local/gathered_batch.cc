@@ -17,14 +17,18 @@ namespace {
 
 // Header fields.
 constexpr uint32_t kTotal = 1, kBegin = 2, kEnd = 3, kKeys = 4, kPriorities = 5, kTimesSampled = 6,
-                   kProbabilities = 7, kTableSizes = 8, kColumn = 9;
+                   kProbabilities = 7, kTableSizes = 8, kColumn = 9, kInRegion = 10, kRegionOffsets = 11;
 // Column fields.
 constexpr uint32_t kDtype = 1, kStepShape = 2, kRows = 3, kSqueeze = 4;
 constexpr size_t kPrefixBytes = 8;  // magic, header bytes
 
 std::string Header(std::span<const SampledItem> samples, const std::vector<ColumnLayout>& columns, size_t begin,
-                   size_t end) {
+                   size_t end, const std::vector<uint64_t>* region_offsets = nullptr) {
   ProtoWriter header;
+  if (region_offsets != nullptr) {
+    header.VarintField(kInRegion, 1);
+    header.PackedVarints(kRegionOffsets, *region_offsets);
+  }
   header.VarintField(kTotal, samples.size());
   header.VarintField(kBegin, begin);
   header.VarintField(kEnd, end);
@@ -133,6 +137,34 @@ std::pair<size_t, size_t> WriteGatheredPart(std::span<const SampledItem> samples
   return {end, at};
 }
 
+std::vector<uint64_t> RegionOffsets(const std::vector<ColumnLayout>& columns, size_t count, size_t* total) {
+  constexpr size_t kAlignment = 64;
+  std::vector<uint64_t> offsets;
+  size_t at = 0;
+  for (const ColumnLayout& column : columns) {
+    at = (at + kAlignment - 1) / kAlignment * kAlignment;
+    offsets.push_back(at);
+    at += count * static_cast<size_t>(column.rows * column.RowBytes());
+  }
+  *total = at;
+  return offsets;
+}
+
+size_t WriteGatheredToRegion(std::span<const SampledItem> samples, const std::vector<ColumnLayout>& columns,
+                             const std::vector<uint64_t>& offsets, std::span<std::byte> region,
+                             std::span<std::byte> out) {
+  const std::string header = Header(samples, columns, 0, samples.size(), &offsets);
+  if (out.size() < kPrefixBytes + header.size()) return 0;
+  for (size_t c = 0; c < columns.size(); ++c) {
+    const size_t bytes = samples.size() * static_cast<size_t>(columns[c].rows * columns[c].RowBytes());
+    GatherColumn(samples, c, columns[c], region.subspan(offsets[c], bytes));
+  }
+  const uint32_t prefix[2] = {kGatheredMagic, static_cast<uint32_t>(header.size())};
+  std::memcpy(out.data(), prefix, kPrefixBytes);
+  std::memcpy(out.data() + kPrefixBytes, header.data(), header.size());
+  return kPrefixBytes + header.size();
+}
+
 bool IsGatheredPart(std::span<const std::byte> message) noexcept {
   uint32_t magic = 0;
   if (message.size() < kPrefixBytes) return false;
@@ -177,6 +209,12 @@ GatheredPart ReadGatheredPart(std::span<const std::byte> message) {
       case kColumn:
         part.columns.push_back(ReadColumn(reader.Nested("column")));
         break;
+      case kInRegion:
+        part.in_region = reader.varint() != 0;
+        break;
+      case kRegionOffsets:
+        reader.AppendVarints(part.region_offsets);
+        break;
       default:
         break;
     }
@@ -193,6 +231,13 @@ GatheredPart ReadGatheredPart(std::span<const std::byte> message) {
     }
   }
   part.data = message.subspan(kPrefixBytes + header_bytes);
+  if (part.in_region) {
+    if (part.begin != 0 || part.end != part.total || !part.data.empty() ||
+        part.region_offsets.size() != part.columns.size()) {
+      throw InvalidArgumentError("gathered batch: a part in the batch region does not hold the whole batch");
+    }
+    return part;
+  }
   // Per sample at most ~2^31 * 2^31 * itemsize per column: checked in wide
   // arithmetic against the bytes that came.
   unsigned __int128 expected = 0;
@@ -204,6 +249,16 @@ GatheredPart ReadGatheredPart(std::span<const std::byte> message) {
     throw InvalidArgumentError("gathered batch: the column data does not match the layouts");
   }
   return part;
+}
+
+void CheckRegionOffsets(const GatheredPart& part, size_t region_bytes) {
+  for (size_t c = 0; c < part.columns.size(); ++c) {
+    const unsigned __int128 end =
+        static_cast<unsigned __int128>(part.region_offsets[c]) +
+        static_cast<unsigned __int128>(part.total) * static_cast<unsigned __int128>(part.columns[c].rows) *
+            static_cast<unsigned __int128>(part.columns[c].RowBytes());
+    if (end > region_bytes) throw InvalidArgumentError("gathered batch: a column lies outside the batch region");
+  }
 }
 
 }  // namespace resound::local

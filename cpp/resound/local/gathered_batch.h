@@ -42,7 +42,22 @@ struct GatheredPart {
   std::vector<double> probabilities;
   std::vector<int64_t> table_sizes;
   std::span<const std::byte> data;  // column after column, into the message read
+  // The whole batch in the client's batch region instead (data is empty):
+  // each column's bytes at its offset there.
+  bool in_region = false;
+  std::vector<uint64_t> region_offsets;
 };
+
+// Where each column of `count` samples goes in a batch region (each at a
+// 64-byte boundary, as pooled arrays are); `*total` gets the bytes needed.
+std::vector<uint64_t> RegionOffsets(const std::vector<ColumnLayout>& columns, size_t count, size_t* total);
+
+// Gathers every column of `samples` into `region` at `offsets` (from
+// RegionOffsets, whose total must fit) and writes into `out` the part that
+// says so; returns its bytes, 0 if it does not fit `out`.
+size_t WriteGatheredToRegion(std::span<const SampledItem> samples, const std::vector<ColumnLayout>& columns,
+                             const std::vector<uint64_t>& offsets, std::span<std::byte> region,
+                             std::span<std::byte> out);
 
 // Bytes of one sample in every column together.
 int64_t BytesPerSample(const std::vector<ColumnLayout>& columns) noexcept;
@@ -57,9 +72,14 @@ std::pair<size_t, size_t> WriteGatheredPart(std::span<const SampledItem> samples
 // Whether `message` is a gathered part (else a SampleResponse).
 bool IsGatheredPart(std::span<const std::byte> message) noexcept;
 
-// Reads a part, checking every size against the bytes that came:
+// Reads a part, checking every size against the bytes that came (for a
+// part in the batch region, the caller checks the offsets against it):
 // InvalidArgumentError naming what does not add up.
 GatheredPart ReadGatheredPart(std::span<const std::byte> message);
+
+// InvalidArgumentError unless every column of an in-region part lies inside
+// a region of `region_bytes`.
+void CheckRegionOffsets(const GatheredPart& part, size_t region_bytes);
 
 }  // namespace resound::local
 

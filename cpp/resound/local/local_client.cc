@@ -83,13 +83,14 @@ LocalClient::LocalClient(const std::string& path, size_t upload_bytes, size_t do
   download_ = SharedMemory::Adopt(std::move(fds.front()), download_bytes, true);
 }
 
-LocalClient::Response LocalClient::Call(uint32_t method, size_t size, const Deadline& deadline) {
+LocalClient::Response LocalClient::Call(uint32_t method, size_t size, const Deadline& deadline,
+                                        std::span<const int> fds) {
   if (method == LocalConnection::kContinueMethod) throw InvalidArgumentError("local call: method 0 is Continue");
   if (size > upload_.size()) {
     throw InvalidArgumentError("local call: a request of " + std::to_string(size) + " bytes, above the region's " +
                                std::to_string(upload_.size()));
   }
-  return Exchange(method, size, deadline);
+  return Exchange(method, size, deadline, fds);
 }
 
 LocalClient::Response LocalClient::Continue(const Deadline& deadline) {
@@ -126,13 +127,14 @@ void LocalClient::Shutdown() noexcept {
   ::shutdown(socket_.fd(), SHUT_RDWR);
 }
 
-LocalClient::Response LocalClient::Exchange(uint32_t method, size_t size, const Deadline& deadline) {
+LocalClient::Response LocalClient::Exchange(uint32_t method, size_t size, const Deadline& deadline,
+                                            std::span<const int> fds) {
   Frame request;
   request.kind = Frame::kRequest;
   request.method = method;
   request.flags = Frame::kInShared;
   request.length = size;
-  return Send(request, {}, {}, deadline);
+  return Send(request, {}, fds, deadline);
 }
 
 void LocalClient::GrowRequestRegion(size_t bytes, const Deadline& deadline) {

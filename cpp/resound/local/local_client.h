@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "resound/deadline.h"
+#include "resound/local/batch_regions.h"
 #include "resound/local/frame.h"
 #include "resound/local/local_socket.h"
 #include "resound/local/shared_memory.h"
@@ -52,7 +53,8 @@ class LocalClient {
   // StatusError with the server's code and message for an error answer;
   // StatusError(kUnavailable) if the server went away, and
   // DeadlineExceededError if the deadline passed (both leave it broken()).
-  Response Call(uint32_t method, size_t size, const Deadline& deadline);
+  // `fds`: descriptors the request carries (at most one: a batch region).
+  Response Call(uint32_t method, size_t size, const Deadline& deadline, std::span<const int> fds = {});
   // The rest of the last request (after a response with `more`).
   Response Continue(const Deadline& deadline);
   // Replaces the upload region with one of `bytes` (for a request larger
@@ -65,13 +67,15 @@ class LocalClient {
   void CheckOpen();
 
   bool broken() const noexcept { return broken_; }
+  // The regions this connection's gathered batches go into (see BatchRegions).
+  BatchRegions& batch_regions() noexcept { return batch_regions_; }
   int fd() const noexcept { return socket_.fd(); }
   // Ends the connection from any thread: a call in progress on the owning
   // thread returns (StatusError(kUnavailable)), later calls fail at once.
   void Shutdown() noexcept;
 
  private:
-  Response Exchange(uint32_t method, size_t size, const Deadline& deadline);
+  Response Exchange(uint32_t method, size_t size, const Deadline& deadline, std::span<const int> fds = {});
   // The status the server's farewell frame carries, if one can be read now
   // (the connection is broken either way).
   [[noreturn]] void ThrowEnded(const std::string& what);
@@ -87,6 +91,7 @@ class LocalClient {
   uint64_t next_request_ = 1;
   std::atomic<bool> broken_{false};
   std::atomic<bool> in_call_{false};  // a second caller at once is refused
+  BatchRegions batch_regions_;
 };
 
 }  // namespace resound::local

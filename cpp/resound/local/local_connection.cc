@@ -38,8 +38,10 @@ bool Readable(int fd) noexcept {
 
 class LocalConnection::Reply final : public LocalReply {
  public:
-  Reply(LocalConnection& connection, uint64_t request_id, int stop_fd)
-      : connection_(connection), request_id_(request_id), stop_fd_(stop_fd) {}
+  Reply(LocalConnection& connection, uint64_t request_id, int stop_fd, UniqueFd attachment)
+      : connection_(connection), request_id_(request_id), stop_fd_(stop_fd), attachment_(std::move(attachment)) {}
+
+  UniqueFd TakeAttachment() override { return std::move(attachment_); }
 
   std::byte* Allocate(size_t size) override {
     return size <= connection_.download_.size() ? connection_.download_.data() : nullptr;
@@ -71,6 +73,7 @@ class LocalConnection::Reply final : public LocalReply {
   LocalConnection& connection_;
   const uint64_t request_id_;
   const int stop_fd_;
+  UniqueFd attachment_;
   bool answered_ = false;
 };
 
@@ -154,8 +157,11 @@ void LocalConnection::Serve(LocalService& service, int stop_fd) {
       ReplaceUpload(frame, fds);
       continue;
     }
-    if (!fds.empty()) throw InvalidArgumentError("a request carried descriptors");
     if (frame.kind != Frame::kRequest) throw InvalidArgumentError("expected a request frame");
+    // At most one descriptor, with a new call (its batch region).
+    if (fds.size() > 1 || (!fds.empty() && frame.method == kContinueMethod)) {
+      throw InvalidArgumentError("a request carried more descriptors than allowed");
+    }
     // The payload is copied before anything reads it: the client can write
     // its region at any time, and a checked value must stay what was checked.
     if (frame.in_shared()) {
@@ -164,7 +170,7 @@ void LocalConnection::Serve(LocalService& service, int stop_fd) {
     } else {
       request_.assign(message_.begin() + Frame::kHeaderBytes, message_.end());
     }
-    Reply reply(*this, frame.request_id, stop_fd);
+    Reply reply(*this, frame.request_id, stop_fd, fds.empty() ? UniqueFd() : std::move(fds.front()));
     try {
       if (frame.method == kContinueMethod) {
         if (!rest_) throw FailedPreconditionError("nothing to continue: the last request is done");

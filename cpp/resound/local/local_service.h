@@ -11,6 +11,8 @@
 #include <span>
 #include <string>
 
+#include "resound/local/unique_fd.h"
+
 namespace resound::local {
 
 // The answer to one request, written by the service. A response is written
@@ -32,6 +34,9 @@ class LocalReply {
   // Whether the client hung up or the server is stopping: a service waiting
   // in slices (for a rate limiter) gives up then.
   virtual bool abandoned() const = 0;
+  // The descriptor the request carried (a client's batch region), taken
+  // once; invalid if it carried none. One not taken is closed.
+  virtual UniqueFd TakeAttachment() { return {}; }
 };
 
 // One connection's state in the service (an insert stream's chunks, say):

@@ -12,6 +12,7 @@
 #include "resound/column_gather.h"
 #include "resound/insert_request.h"
 #include "resound/local/gathered_batch.h"
+#include "resound/local/shared_memory.h"
 #include "resound/local/status_codes.h"
 #include "resound/proto_reader.h"
 #include "resound/proto_writer.h"
@@ -297,11 +298,29 @@ class ReplayLocalService::Session final : public LocalSession {
         return;
       case kSample:
       case kSampleStream:
-      case kSampleGathered: {
+      case kSampleGathered:
+      case kSampleInto: {
+        std::span<std::byte> region;
+        if (method == kSampleInto) {
+          region = BatchRegion(request, reply);
+          request = request.subspan(BatchRegionRequest::kBytes);
+        }
         std::optional<SampledBatch> batch = TakeSamples(request, reply, method != kSample);
         if (!batch) return;  // answered: its wait ran out
-        if (method == kSampleGathered) {
+        if (method == kSampleGathered || method == kSampleInto) {
           if (auto columns = StackedLayouts(batch->samples)) {
+            size_t needed = 0;
+            const std::vector<uint64_t> offsets = RegionOffsets(*columns, batch->samples.size(), &needed);
+            if (!region.empty() && needed <= region.size()) {
+              std::byte* out = reply.Allocate(reply.capacity());
+              const size_t size = out == nullptr ? 0
+                                                 : WriteGatheredToRegion(batch->samples, *columns, offsets, region,
+                                                                         {out, reply.capacity()});
+              if (size > 0) {
+                reply.Send(size);
+                return;
+              }
+            }
             std::make_shared<GatheredParts>(std::move(batch->samples), std::move(*columns))->SendNext(reply);
             return;
           }
@@ -422,13 +441,42 @@ class ReplayLocalService::Session final : public LocalSession {
     return SampledBatch{std::move(samples), request.max_per_response};
   }
 
+  // The batch region a SampleInto request names: the one its descriptor
+  // brings (mapped for writing; replacing the slot's), else the slot's;
+  // empty if there is none or it would take the connection past its limit.
+  std::span<std::byte> BatchRegion(std::span<const std::byte> request, LocalReply& reply) {
+    if (request.size() < BatchRegionRequest::kBytes) throw InvalidArgumentError("SampleInto: no region prefix");
+    BatchRegionRequest prefix;
+    std::memcpy(&prefix.slot, request.data(), sizeof prefix.slot);
+    std::memcpy(&prefix.region_bytes, request.data() + 8, sizeof prefix.region_bytes);
+    if (prefix.slot >= BatchRegionRequest::kSlots) {
+      throw InvalidArgumentError("SampleInto: slot " + std::to_string(prefix.slot) + ", not in [0, " +
+                                 std::to_string(BatchRegionRequest::kSlots) + ")");
+    }
+    SharedMemory& slot = batch_regions_[prefix.slot];
+    UniqueFd fd = reply.TakeAttachment();
+    if (fd.valid()) {
+      slot = SharedMemory();  // the old region goes either way
+      size_t others = 0;
+      for (const SharedMemory& region : batch_regions_) others += region.size();
+      if (prefix.region_bytes == 0 || prefix.region_bytes > service_.max_batch_region_bytes_ - others) return {};
+      slot = SharedMemory::AdoptWritable(std::move(fd), prefix.region_bytes);
+    }
+    return {slot.data(), slot.size()};
+  }
+
   ReplayLocalService& service_;
   ChunkHolder holder_;  // the chunks this connection's inserts sent and did not release
+  // Clients' regions that batches are gathered into, by slot.
+  std::array<SharedMemory, BatchRegionRequest::kSlots> batch_regions_;
 };
 
 ReplayLocalService::ReplayLocalService(std::shared_ptr<ChunkStore> store, std::optional<int64_t> max_bytes,
-                                       Fallback fallback)
-    : store_(std::move(store)), max_bytes_(max_bytes), fallback_(std::move(fallback)) {
+                                       Fallback fallback, size_t max_batch_region_bytes)
+    : store_(std::move(store)),
+      max_bytes_(max_bytes),
+      fallback_(std::move(fallback)),
+      max_batch_region_bytes_(max_batch_region_bytes) {
   if (!store_) throw InvalidArgumentError("local service: no chunk store");
 }
 

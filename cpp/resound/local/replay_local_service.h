@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <array>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -45,6 +46,19 @@ enum ReplayMethod : uint32_t {
   // gathered parts (resound/local/gathered_batch.h) when every column of
   // the batch stacks, with SampleResponses otherwise.
   kSampleGathered = 9,
+  // SampleGathered into the client's batch region: the request is a
+  // BatchRegionRequest prefix (slot, region bytes; the region's descriptor
+  // attached when the slot gets a new one) and a SampleRequest. The batch
+  // goes into the region when it fits there, else as SampleGathered's.
+  kSampleInto = 10,
+};
+
+// What precedes the SampleRequest of a SampleInto request.
+struct BatchRegionRequest {
+  static constexpr size_t kBytes = 16;  // u32 slot, u32 reserved (0), u64 region bytes
+  static constexpr uint32_t kSlots = 4;  // batch regions per connection
+  uint32_t slot = 0;
+  uint64_t region_bytes = 0;
 };
 
 class ReplayLocalService final : public LocalService {
@@ -54,8 +68,12 @@ class ReplayLocalService final : public LocalService {
   using Fallback = std::function<std::string(uint32_t method, std::span<const std::byte> request)>;
 
   // `store` is the tables' chunk store; `max_bytes` (if set) bounds the
-  // chunk bytes it may hold, as the server's max_bytes does over gRPC.
-  ReplayLocalService(std::shared_ptr<ChunkStore> store, std::optional<int64_t> max_bytes, Fallback fallback);
+  // chunk bytes it may hold, as the server's max_bytes does over gRPC;
+  // `max_batch_region_bytes` bounds the clients' batch regions that one
+  // connection maps (a region past it is not used: the batch comes in the
+  // download region instead).
+  ReplayLocalService(std::shared_ptr<ChunkStore> store, std::optional<int64_t> max_bytes, Fallback fallback,
+                     size_t max_batch_region_bytes = size_t{1} << 30);
 
   // The tables served, by name (replaced whole: a restore may swap them).
   void SetTables(std::map<std::string, std::shared_ptr<Table>> tables);
@@ -73,6 +91,7 @@ class ReplayLocalService final : public LocalService {
   const std::shared_ptr<ChunkStore> store_;
   const std::optional<int64_t> max_bytes_;
   const Fallback fallback_;
+  const size_t max_batch_region_bytes_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<Table>> tables_;
 };

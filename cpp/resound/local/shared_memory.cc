@@ -35,7 +35,10 @@ SharedMemory SharedMemory::Create(const char* name, size_t size, bool seal_write
   return region;
 }
 
-SharedMemory SharedMemory::Adopt(UniqueFd fd, size_t size, bool require_write_seal) {
+namespace {
+
+// Checks a received region's seals and size (see Adopt).
+void CheckReceived(const UniqueFd& fd, size_t size, bool require_write_seal) {
   if (!fd.valid()) throw InvalidArgumentError("shared memory: no descriptor");
   const int seals = ::fcntl(fd.get(), F_GET_SEALS);
   if (seals < 0) throw InvalidArgumentError("shared memory: the descriptor is not a sealable memfd");
@@ -51,9 +54,22 @@ SharedMemory SharedMemory::Adopt(UniqueFd fd, size_t size, bool require_write_se
     throw InvalidArgumentError("shared memory: the region has " + std::to_string(info.st_size) + " bytes, not " +
                                std::to_string(size));
   }
+}
+
+}  // namespace
+
+SharedMemory SharedMemory::Adopt(UniqueFd fd, size_t size, bool require_write_seal) {
+  CheckReceived(fd, size, require_write_seal);
   void* data = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd.get(), 0);
   if (data == MAP_FAILED) throw IoError("mapping shared memory");
   return SharedMemory(std::move(fd), static_cast<std::byte*>(data), size, false);
+}
+
+SharedMemory SharedMemory::AdoptWritable(UniqueFd fd, size_t size) {
+  CheckReceived(fd, size, false);
+  void* data = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (data == MAP_FAILED) throw InvalidArgumentError("shared memory: the region cannot be mapped for writing");
+  return SharedMemory(std::move(fd), static_cast<std::byte*>(data), size, true);
 }
 
 SharedMemory::SharedMemory(UniqueFd fd, std::byte* data, size_t size, bool writable) noexcept

@@ -33,6 +33,10 @@ class SharedMemory {
   // its size is `size` and it is sealed against shrinking and growing (and,
   // with `require_write_seal`, against writes).
   static SharedMemory Adopt(UniqueFd fd, size_t size, bool require_write_seal);
+  // Maps a region received as `fd` for reading and writing (a client's batch
+  // region, which the server only writes into): InvalidArgumentError unless
+  // its size is `size` and it is sealed against resizing.
+  static SharedMemory AdoptWritable(UniqueFd fd, size_t size);
 
   SharedMemory() noexcept = default;
   ~SharedMemory();

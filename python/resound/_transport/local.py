@@ -428,7 +428,7 @@ class LocalTransport(RemoteTransport):
         try:
             # As a SampleStream's request: a timeout is an answer.
             try:
-                kind, *answer = client.sample_gathered(request)
+                kind, *answer = client.sample_gathered(request, num_samples)
             except ValueError as error:
                 raise ValueError(f"malformed response from the server: {error}") from None
             if kind == "gathered":
