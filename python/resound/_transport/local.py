@@ -35,7 +35,7 @@ import grpc
 from resound import _core, _proto
 from resound._transport.gathered_batch import GatheredSampleBatch
 from resound._transport.remote import RemoteTransport
-from resound._transport.sample_stream import RemoteSampleBatch, SampleStream
+from resound._transport.sample_stream import RemoteSampleBatch, SampleStream, sample_timeout
 from resound._wire.local_methods import LOCAL_METHODS
 from resound._wire.status import error_from_rpc, means_unreachable
 from resound._wire.timeouts import finite_timeout
@@ -147,6 +147,21 @@ class LocalConnections:
             client.shutdown()
 
 
+def _call_once(
+    connections: LocalConnections, number: int, request: bytes, timeout: float | None
+) -> bytes:
+    """One request of a one-part answer on a pooled connection (LocalRpcError
+    if it failed)."""
+    client = connections.take()
+    try:
+        payload, _ = client.call(number, request, timeout)
+    except (_core.LocalStatusError, DeadlineExceededError, OSError) as error:
+        raise _rpc_error(error) from None
+    finally:
+        connections.give_back(client)
+    return payload
+
+
 class _UnaryMethod:
     """A local method in the shape of a gRPC unary-unary one:
     ``method(request, timeout=None)`` returns the response message."""
@@ -169,13 +184,7 @@ class _UnaryMethod:
         connections = self._transport._local_connections()
         if connections is None:
             return self._grpc(request, timeout=timeout)
-        client = connections.take()
-        try:
-            payload, _ = client.call(self._number, self._serialize(request), timeout)
-        except (_core.LocalStatusError, DeadlineExceededError, OSError) as error:
-            raise _rpc_error(error) from None
-        finally:
-            connections.give_back(client)
+        payload = _call_once(connections, self._number, self._serialize(request), timeout)
         return self._deserialize(payload)
 
 
@@ -268,10 +277,7 @@ class _StreamCall:
         """The next request; StopIteration once the requests end."""
         try:
             request = next(self._requests)
-        except StopIteration:
-            self._end()
-            raise
-        except BaseException:
+        except BaseException:  # StopIteration included: the stream is over
             self._end()
             raise
         if self._cancelled:
@@ -312,44 +318,6 @@ class _StreamCall:
 
 
 _MUTATE_PRIORITIES = LOCAL_METHODS["MutatePriorities"]
-
-
-class _Answer:
-    """One request on a connection of the pool, sent at once; iterating
-    gives its answer's parts (LocalRpcError if it failed). ``finish()`` puts
-    the connection back, or drops it if parts were left unread."""
-
-    def __init__(self, connections: LocalConnections, number: int, request: bytes) -> None:
-        self._connections = connections
-        self._client = connections.take()
-        self._number = number
-        self._request: bytes | None = request
-        self._more = True
-
-    def __iter__(self) -> _Answer:
-        return self
-
-    def __next__(self) -> bytes:
-        if not self._more or self._client is None:
-            raise StopIteration
-        try:
-            if self._request is not None:
-                request, self._request = self._request, None
-                payload, self._more = self._client.call(self._number, request, None)
-            else:
-                payload, self._more = self._client.continue_call(None)
-        except (_core.LocalStatusError, DeadlineExceededError, OSError) as error:
-            self._more = False
-            raise _rpc_error(error) from None
-        return payload
-
-    def finish(self) -> None:
-        client, self._client = self._client, None
-        if client is None:
-            return
-        if self._more and self._request is None:
-            client.shutdown()  # an answer's parts not read: not reusable
-        self._connections.give_back(client)
 
 
 class LocalTransport(RemoteTransport):
@@ -435,10 +403,7 @@ class LocalTransport(RemoteTransport):
                 return GatheredSampleBatch(*answer)
             return RemoteSampleBatch(answer[0], until_end_of_request=True)
         except DeadlineExceededError as error:
-            text = str(error)
-            raise DeadlineExceededError(
-                text if text.startswith("table '") else f"{what}: {text}"
-            ) from None
+            raise sample_timeout(error, what) from None
         except (_core.LocalStatusError, OSError) as error:
             rpc = _rpc_error(error)
             if means_unreachable(rpc) and self.wait_for_server:
@@ -462,13 +427,12 @@ class LocalTransport(RemoteTransport):
             return super().mutate_priorities(table, updates, deletes)
         request = _core.encode_mutate_request(table, updates, deletes)
         try:
-            answer = _Answer(connections, _MUTATE_PRIORITIES, request)
-            response = _proto.MutatePrioritiesResponse.FromString(next(answer))
-            answer.finish()
+            answer = _call_once(connections, _MUTATE_PRIORITIES, request, None)
         except LocalRpcError as error:
             if means_unreachable(error) and self.wait_for_server:
                 return super().mutate_priorities(table, updates, deletes)
             raise error_from_rpc(error, f"MutatePriorities of {table!r}") from None
+        response = _proto.MutatePrioritiesResponse.FromString(answer)
         return response.num_updated, response.num_deleted
 
     @property

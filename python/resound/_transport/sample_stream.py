@@ -29,7 +29,7 @@ from resound.errors import DeadlineExceededError
 if TYPE_CHECKING:
     from resound._transport.remote import RemoteTransport
 
-__all__ = ["RemoteSampleBatch", "SampleStream"]
+__all__ = ["RemoteSampleBatch", "SampleStream", "sample_timeout"]
 
 
 class _RemoteSample:
@@ -117,6 +117,13 @@ class RemoteSampleBatch:
         return _core.stack_trajectories(self._packed, self._store)
 
 
+def sample_timeout(error: DeadlineExceededError, what: str) -> DeadlineExceededError:
+    """The error of a sample request the server timed out: its reason, or
+    (an older server gives none) which call it was."""
+    text = str(error)
+    return DeadlineExceededError(text if text.startswith("table '") else f"{what}: {text}")
+
+
 class SampleStream:
     """Sampling from one table over one SampleStream call.
 
@@ -195,10 +202,7 @@ class SampleStream:
                 batch = RemoteSampleBatch(self._call.responses, until_end_of_request=True)
             except DeadlineExceededError as error:  # the server's answer: the stream goes on
                 self._unanswered.popleft()
-                text = str(error)
-                if not text.startswith("table '"):  # no reason (an older server): say which
-                    text = f"{self._what}: {text}"
-                raise DeadlineExceededError(text) from None
+                raise sample_timeout(error, self._what) from None
             except ConnectionError:
                 self.close()
                 raise
