@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <system_error>
@@ -24,6 +25,7 @@
 #include "resound/errors.h"
 #include "resound/local/frame.h"
 #include "resound/local/local_client.h"
+#include "resound/local/local_connection.h"
 #include "resound/local/local_server.h"
 #include "resound/local/shared_memory.h"
 #include "resound/local/status_codes.h"
@@ -36,11 +38,13 @@ constexpr uint32_t kFail = 2;     // fails with NOT_FOUND
 constexpr uint32_t kHalves = 3;   // answers in two parts (a continuation)
 constexpr uint32_t kWait = 4;     // waits until abandoned
 constexpr uint32_t kSilent = 5;   // gives no answer
+constexpr uint32_t kLater = 6;    // echoes once the test releases it
 
 class TestService final : public LocalService, public LocalSession {
  public:
   std::atomic<int> waiting{0};
   std::atomic<int> abandoned{0};
+  std::atomic<bool> released{false};  // kLater's answers go
 
   // One session for all: the test's methods keep no state per connection.
   std::unique_ptr<LocalSession> Open() override { return std::make_unique<Forward>(*this); }
@@ -75,6 +79,13 @@ class TestService final : public LocalService, public LocalSession {
           std::memcpy(rest.Allocate(copy.size() - half), copy.data() + half, copy.size() - half);
           rest.Send(copy.size() - half);
         });
+        return;
+      }
+      case kLater: {
+        const std::vector<std::byte> copy(request.begin(), request.end());
+        while (!released && !reply.abandoned()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        std::memcpy(reply.Allocate(copy.size()), copy.data(), copy.size());
+        reply.Send(copy.size());
         return;
       }
       case kWait:
@@ -148,6 +159,42 @@ void CallsErrorsAndContinuations(const std::string& dir) {
     RESOUND_CHECK(Text(clients[i]->Call(kEcho, Put(*clients[i], text), Soon()).payload) == text);
   }
   RESOUND_CHECK(server.num_connections() == 4);
+}
+
+// Start and Finish: a caller that waits in slices keeps its connection
+// (and its request) across a Finish that timed out.
+void CallsInTwoHalves(const std::string& dir) {
+  auto service = std::make_shared<TestService>();
+  LocalServer server({dir + "/halves.sock", {}, 8, {}, "the-token"}, service);
+  LocalClient client(server.path(), 1 << 16, 1 << 16, Soon());
+  RESOUND_CHECK(Throws<FailedPreconditionError>([&] { client.Finish(Soon()); }));  // nothing started
+  client.Start(kLater, Put(client, "later"));
+  RESOUND_CHECK(client.pending());
+  RESOUND_CHECK(!client.Finish(Deadline::AfterSeconds(0.02)).has_value());
+  RESOUND_CHECK(!client.broken() && client.pending());
+  // One request at a time, whichever way it is sent.
+  RESOUND_CHECK(Throws<FailedPreconditionError>([&] { client.Start(kEcho, 0); }));
+  RESOUND_CHECK(Throws<FailedPreconditionError>([&] { client.Call(kEcho, 0, Soon()); }));
+  client.CheckOpen();  // the answer to come is not taken for the server closing
+  service->released = true;
+  const std::optional<LocalClient::Response> answer = client.Finish(Soon());
+  RESOUND_CHECK(answer.has_value() && !answer->more && Text(answer->payload) == "later");
+  RESOUND_CHECK(!client.pending());
+  // An answer in parts: Start(kContinue) asks for the next one.
+  client.Start(kHalves, Put(client, "abcdef"));
+  const auto first = client.Finish(Soon());
+  RESOUND_CHECK(first.has_value() && first->more && Text(first->payload) == "abc");
+  client.Start(LocalConnection::kContinueMethod, 0);
+  const auto second = client.Finish(Soon());
+  RESOUND_CHECK(second.has_value() && !second->more && Text(second->payload) == "def");
+  // A request larger than the region is refused before anything is sent.
+  RESOUND_CHECK(Throws<InvalidArgumentError>([&] { client.Start(kEcho, (1 << 16) + 1); }));
+  RESOUND_CHECK(!client.pending());
+  // A failed answer ends the pending request, the connection stays usable.
+  client.Start(kFail, Put(client, "y"));
+  RESOUND_CHECK(Throws<StatusError>([&] { client.Finish(Soon()); }));
+  RESOUND_CHECK(!client.pending() && !client.broken());
+  RESOUND_CHECK(Text(client.Call(kEcho, Put(client, "still"), Soon()).payload) == "still");
 }
 
 void StopEndsWaitingCalls(const std::string& dir) {
@@ -316,6 +363,7 @@ void ClientsCannotWriteTheServersRegion() {
 int main() {
   const std::string dir = resound::local::TempDir();
   resound::local::CallsErrorsAndContinuations(dir);
+  resound::local::CallsInTwoHalves(dir);
   resound::local::StopEndsWaitingCalls(dir);
   resound::local::OtherUsersAreRefused(dir);
   resound::local::BrokenClientsAreDroppedAndOthersServed(dir);

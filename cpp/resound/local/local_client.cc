@@ -99,6 +99,7 @@ LocalClient::Response LocalClient::Continue(const Deadline& deadline) {
 
 void LocalClient::CheckOpen() {
   if (broken_) throw StatusError(kUnavailable, "local connection: broken by an earlier call");
+  if (pending_request_ != 0) return;  // what is readable is its answer
   if (socket_.WaitReadable(Deadline::AfterSeconds(0)) == LocalSocket::Wait::kReadable) {
     ThrowEnded("local connection: the server closed it");
   }
@@ -129,12 +130,16 @@ void LocalClient::Shutdown() noexcept {
 
 LocalClient::Response LocalClient::Exchange(uint32_t method, size_t size, const Deadline& deadline,
                                             std::span<const int> fds) {
+  return Send(SharedRequest(method, size), {}, fds, deadline);
+}
+
+Frame LocalClient::SharedRequest(uint32_t method, size_t size) noexcept {
   Frame request;
   request.kind = Frame::kRequest;
   request.method = method;
   request.flags = Frame::kInShared;
   request.length = size;
-  return Send(request, {}, fds, deadline);
+  return request;
 }
 
 void LocalClient::GrowRequestRegion(size_t bytes, const Deadline& deadline) {
@@ -150,13 +155,49 @@ void LocalClient::GrowRequestRegion(size_t bytes, const Deadline& deadline) {
   upload_ = std::move(larger);
 }
 
+class LocalClient::CallGuard {
+ public:
+  explicit CallGuard(std::atomic<bool>& flag) : flag_(flag) {
+    if (flag_.exchange(true)) throw FailedPreconditionError("local connection: used by two threads at once");
+  }
+  CallGuard(const CallGuard&) = delete;
+  CallGuard& operator=(const CallGuard&) = delete;
+  ~CallGuard() { flag_ = false; }
+
+ private:
+  std::atomic<bool>& flag_;
+};
+
 LocalClient::Response LocalClient::Send(Frame request, std::span<const std::byte> inline_payload,
                                         std::span<const int> fds, const Deadline& deadline) {
-  if (in_call_.exchange(true)) throw FailedPreconditionError("local connection: used by two threads at once");
-  struct EndCall {
-    std::atomic<bool>& flag;
-    ~EndCall() { flag = false; }
-  } end_call{in_call_};
+  const CallGuard guard(in_call_);
+  if (pending_request_ != 0) throw FailedPreconditionError("local call: a started request is not finished");
+  return *Await(SendFrame(request, inline_payload, fds), deadline, false);
+}
+
+void LocalClient::Start(uint32_t method, size_t size) {
+  const CallGuard guard(in_call_);
+  if (pending_request_ != 0) throw FailedPreconditionError("local call: a started request is not finished");
+  if (size > upload_.size()) throw InvalidArgumentError("local call: a request larger than the upload region");
+  pending_request_ = SendFrame(SharedRequest(method, size), {}, {});
+}
+
+std::optional<LocalClient::Response> LocalClient::Finish(const Deadline& deadline) {
+  const CallGuard guard(in_call_);
+  if (pending_request_ == 0) throw FailedPreconditionError("local call: no started request to finish");
+  const uint64_t id = pending_request_;
+  try {
+    std::optional<Response> response = Await(id, deadline, true);
+    if (response) pending_request_ = 0;
+    return response;
+  } catch (...) {
+    pending_request_ = 0;  // failed: the connection is broken, nothing is pending
+    throw;
+  }
+}
+
+uint64_t LocalClient::SendFrame(Frame request, std::span<const std::byte> inline_payload,
+                                std::span<const int> fds) {
   if (broken_) throw StatusError(kUnavailable, "local connection: broken by an earlier call");
   request.request_id = next_request_++;
   std::array<std::byte, Frame::kHeaderBytes> header{};
@@ -167,10 +208,16 @@ LocalClient::Response LocalClient::Send(Frame request, std::span<const std::byte
   } catch (const std::system_error& error) {
     ThrowEnded(std::string("local connection: the server went away (") + error.what() + ")");
   }
+  return request.request_id;
+}
+
+std::optional<LocalClient::Response> LocalClient::Await(uint64_t id, const Deadline& deadline, bool keep_waiting) {
+  if (broken_) throw StatusError(kUnavailable, "local connection: broken by an earlier call");
   // Most answers come within tens of microseconds: looked for without
   // sleeping first, then waited for.
   const LocalSocket::Wait waited = socket_.SpinUntilReadable(kSpinBeforeSleeping) ? LocalSocket::Wait::kReadable
                                                                                    : socket_.WaitReadable(deadline);
+  if (waited == LocalSocket::Wait::kTimedOut && keep_waiting) return std::nullopt;
   if (waited != LocalSocket::Wait::kReadable) {
     // The answer may still come: this connection cannot be reused. (Shut
     // down, not closed: another thread may be calling Shutdown on it.)
@@ -193,7 +240,7 @@ LocalClient::Response LocalClient::Send(Frame request, std::span<const std::byte
     // Request 0: the server ending the connection over a broken frame.
     const bool farewell = answer.kind == Frame::kError && answer.request_id == 0;
     if (farewell) broken_ = true;
-    if ((answer.request_id != request.request_id && !farewell) || !received_fds.empty()) {
+    if ((answer.request_id != id && !farewell) || !received_fds.empty()) {
       throw InvalidArgumentError("local call: an answer to another request");
     }
   } catch (const InvalidArgumentError&) {

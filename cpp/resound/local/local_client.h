@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -57,6 +58,19 @@ class LocalClient {
   Response Call(uint32_t method, size_t size, const Deadline& deadline, std::span<const int> fds = {});
   // The rest of the last request (after a response with `more`).
   Response Continue(const Deadline& deadline);
+  // A call in two halves, for a caller that waits in slices (an insert
+  // stream's writer, which must not block past its own timeout): Start
+  // sends a request of `method` (kContinue for the next part of the last
+  // answer) whose `size` payload bytes are at request_buffer(); Finish waits
+  // for its answer until `deadline`, and returns std::nullopt if none came
+  // by then: unlike Call's, the connection stays usable and the request
+  // pending, for a later Finish. Errors as Call's. One request at a time:
+  // FailedPreconditionError for a Start while one is pending (or a Finish
+  // with none).
+  void Start(uint32_t method, size_t size);
+  std::optional<Response> Finish(const Deadline& deadline);
+  bool pending() const noexcept { return pending_request_ != 0; }
+
   // Replaces the upload region with one of `bytes` (for a request larger
   // than request_capacity()); StatusError(kResourceExhausted) if the server
   // allows no region that large (the old one stays).
@@ -82,6 +96,16 @@ class LocalClient {
   // Sends `frame` (with `fds`) and reads the answer to it.
   Response Send(Frame frame, std::span<const std::byte> inline_payload, std::span<const int> fds,
                 const Deadline& deadline);
+  // The frame of a request whose `size` payload bytes are in the upload region.
+  static Frame SharedRequest(uint32_t method, size_t size) noexcept;
+  // Sends `frame`; returns its request id. With in_call_ held.
+  uint64_t SendFrame(Frame frame, std::span<const std::byte> inline_payload, std::span<const int> fds);
+  // Reads the answer to request `id`; std::nullopt if none came before
+  // `deadline`, if `keep_waiting` (else the connection is shut down and
+  // DeadlineExceededError thrown). With in_call_ held.
+  std::optional<Response> Await(uint64_t id, const Deadline& deadline, bool keep_waiting);
+  // Takes in_call_ for one call's duration; a second thread is refused.
+  class CallGuard;
 
   LocalSocket socket_;
   SharedMemory upload_;
@@ -89,6 +113,7 @@ class LocalClient {
   std::string token_;
   MessageBuffer message_;
   uint64_t next_request_ = 1;
+  uint64_t pending_request_ = 0;  // Start's, until Finish read its answer
   std::atomic<bool> broken_{false};
   std::atomic<bool> in_call_{false};  // a second caller at once is refused
   BatchRegions batch_regions_;
