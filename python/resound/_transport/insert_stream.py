@@ -36,6 +36,14 @@ _MAX_BYTES_PER_MESSAGE = 32 << 20
 # queued or unconfirmed.
 _MAX_IN_FLIGHT_ITEMS = 16 * _MAX_ITEMS_PER_MESSAGE
 _MAX_IN_FLIGHT_BYTES = 4 * _MAX_BYTES_PER_MESSAGE
+# How long a same-host stream's thread leaves newly queued items to a writer
+# that may wait for them (a flush sends them itself, see _exchange_locked)
+# before it sends them, in seconds.
+_LINGER_SECONDS = 0.001
+# A writer that sent its items itself this recently is expected to again
+# (one that flushes after every item): new items do not wake the stream's
+# thread, which looks for items left to it this often instead.
+_WRITER_SENDS_SECONDS = 0.01
 # Reconnection back-off of an insert stream, in seconds.
 _BACKOFF_START, _BACKOFF_MAX = 0.05, 2.0
 
@@ -72,6 +80,16 @@ class InsertStream:
         self._lock = threading.Condition(self._mutex)
         self._encoder = _core.InsertRequestEncoder(transport._store)
         self._idle = False  # the request thread waits for items
+        # A same-host stream carries one message at a time, which its own
+        # thread or a waiting writer sends (see _exchange_locked): whether
+        # one is on its way, and what ended the stream if the writer's failed.
+        self._exchanging = False
+        self._exchange_error: BaseException | None = None
+        self._rest_pending = False  # the stream's thread reads the rest of it
+        # The writer thread whose wait reads the answer (one at a time:
+        # others wait for it as for the stream's thread).
+        self._exchange_owner: int | None = None
+        self._writer_sent_at = -_WRITER_SENDS_SECONDS  # time.monotonic()
         self._error: BaseException | None = None
         self._closed = False
         self._generation = 0
@@ -134,7 +152,7 @@ class InsertStream:
             self._wait_for_room_locked()
             self._tables.add(table)
             self._encoder.add_one(table, key, priority, chunk_key, offset, length, squeeze)
-            if self._idle:
+            if self._idle and not self._writer_sends():
                 self._lock.notify_all()
         return 1
 
@@ -145,8 +163,13 @@ class InsertStream:
             add = self._encoder.add
             for key, priority, trajectory in requests:
                 add(table, key, priority, trajectory)
-            if self._idle:
+            if self._idle and not self._writer_sends():
                 self._lock.notify_all()
+
+    def _writer_sends(self) -> bool:
+        """Whether a writer sent its items itself just now (see
+        _WRITER_SENDS_SECONDS)."""
+        return time.monotonic() - self._writer_sent_at < _WRITER_SENDS_SECONDS
 
     def _wait_for_room_locked(self) -> None:
         """Returns at once while the stream has room; raises the stream's
@@ -179,18 +202,22 @@ class InsertStream:
         blocked = BlockedWait(WRITER_LOGGER, "insert" if call == "Insert" else "writer")
         timed_out = False
         with self._lock:
-            while self.in_flight > keep and self._error is None:
-                wait = WAIT_SLICE_SECONDS
-                if deadline is not None:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        timed_out = True
-                        break
-                    wait = min(wait, left)
-                if blocked.until_due() == 0:
-                    self._warn_unlocked(blocked)
-                    continue
-                self._lock.wait(wait)
+            try:
+                while self.in_flight > keep and self._error is None:
+                    wait = WAIT_SLICE_SECONDS
+                    if deadline is not None:
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            timed_out = True
+                            break
+                        wait = min(wait, left)
+                    if blocked.until_due() == 0:
+                        self._warn_unlocked(blocked)
+                        continue
+                    if not self._exchange_locked(wait):
+                        self._lock.wait(wait)
+            finally:
+                self._hand_over_locked()
             if self._error is not None:
                 raise self._error
         if timed_out:
@@ -200,6 +227,68 @@ class InsertStream:
                 # Client.insert says only why, as an embedded table's timeout does.
                 raise DeadlineExceededError(reason)
             raise DeadlineExceededError(timeout_message(call, timeout or 0.0, reason))
+
+    def _exchange_locked(self, seconds: float) -> bool:
+        """On a same-host stream with no message on its way, sends the queued
+        items from this (the waiting writer's) thread and waits up to
+        ``seconds`` for their confirmation: no hand-off to the stream's
+        thread and back, which costs more than the round trip. While the
+        writer waits, it keeps the exchange (later calls go on waiting for
+        the same answer); ``_hand_over_locked`` gives what is left of it to
+        the stream's thread. False if the writer cannot exchange now.
+
+        Called with the lock held; released while waiting. A failed exchange
+        ends the stream: its thread raises the error (and reconnects, fails
+        over, or fails the stream, as after a failure of its own)."""
+        call = self._call
+        stage = getattr(call, "stage", None)
+        if stage is None or self._exchange_error is not None or self._closed or call.done():
+            return False
+        me = threading.get_ident()
+        generation = self._generation
+        try:
+            if self._exchange_owner is None:
+                if self._exchanging or not self._encoder.queued:
+                    return False
+                staged = stage(self._encoder, _MAX_ITEMS_PER_MESSAGE, _MAX_BYTES_PER_MESSAGE)
+                self._exchanging = True
+                self._exchange_owner = me
+                self._writer_sent_at = time.monotonic()
+                call.start(staged)  # one frame on the socket: does not block
+            elif self._exchange_owner != me:
+                return False  # another writer reads this answer
+            self._mutex.release()
+            try:
+                keys = call.finish(seconds)
+            finally:
+                self._mutex.acquire()
+            if self._generation != generation:
+                return True  # the stream ended meanwhile (closed): its items go again
+            if keys is not None:
+                self._transport._outage = None
+                self._encoder.confirm(keys)
+                # (An answer may come in parts, as the rate limiter lets
+                # items in: the writer goes on waiting for the rest.)
+                if not call.answer_pending:
+                    self._exchanging = False
+                    self._exchange_owner = None
+        except BaseException as error:  # noqa: BLE001 - raised by the stream's thread
+            if self._generation == generation:
+                # (Without its traceback, which holds this frame and its
+                # caller's, the writer among them.)
+                self._exchange_error = error.with_traceback(None)
+                self._exchanging = False
+                self._exchange_owner = None
+        self._lock.notify_all()
+        return True
+
+    def _hand_over_locked(self) -> None:
+        """A writer that stops waiting leaves the rest of its exchange (the
+        answer not read yet) to the stream's thread."""
+        if self._exchange_owner == threading.get_ident():
+            self._exchange_owner = None
+            self._rest_pending = True
+            self._lock.notify_all()
 
     def why_waiting(self) -> str:
         """Why the items sent are not confirmed: the server's reasons for
@@ -251,6 +340,10 @@ class InsertStream:
                 # every unconfirmed item goes again, before the queue.
                 self._encoder.requeue()
                 self._generation += 1
+                self._exchanging = False
+                self._exchange_error = None
+                self._rest_pending = False
+                self._exchange_owner = None
                 generation = self._generation
             try:
                 responses = self._transport._insert_call(self._requests(generation))
@@ -327,28 +420,55 @@ class InsertStream:
                 # keeps them, counted against its max_bytes, until told.
                 # (Woken by confirmations, which free the items' chunks;
                 # chunks leaving the writer's history show within a slice.)
+                # (A same-host stream's writer may be sending a message
+                # itself: this thread waits for it, see _exchange_locked,
+                # and leaves new items to it for _LINGER_SECONDS.)
+                local = hasattr(self._call, "stage")
+                lingered = False
                 while (
-                    not encoder.queued
-                    and not encoder.releasable
+                    not self._rest_pending
+                    and self._exchange_error is None
                     and not self._closed
                     and self._generation == generation
                 ):
-                    self._lock.wait(WAIT_SLICE_SECONDS)
+                    if (encoder.queued or encoder.releasable) and not self._exchanging:
+                        if lingered or not local:
+                            break
+                        lingered = True
+                        self._lock.wait(_LINGER_SECONDS)
+                        continue
+                    lingered = False
+                    polling = local and self._writer_sends()
+                    self._lock.wait(_WRITER_SENDS_SECONDS if polling else WAIT_SLICE_SECONDS)
                     # A call that reads its requests on this thread (the
                     # same-host transport's) learns here, between requests,
                     # that its server ended it (as a gRPC call would at once).
                     watch = getattr(self._call, "watch_idle", None)
-                    if watch is not None:
+                    if watch is not None and not self._exchanging:
                         watch()
                 self._idle = False
+                error = self._exchange_error
+                if error is not None:
+                    self._exchange_error = None
+                    raise error  # the writer's exchange ended the stream
                 if self._closed or self._generation != generation:
                     return
-                message = encoder.take_message(_MAX_ITEMS_PER_MESSAGE, _MAX_BYTES_PER_MESSAGE)
+                stage = getattr(self._call, "stage", None)
+                if self._rest_pending:
+                    self._rest_pending = False
+                    message = self._call.rest_of_answer
+                elif stage is not None:
+                    self._exchanging = True
+                    message = stage(encoder, _MAX_ITEMS_PER_MESSAGE, _MAX_BYTES_PER_MESSAGE)
+                else:
+                    message = encoder.take_message(_MAX_ITEMS_PER_MESSAGE, _MAX_BYTES_PER_MESSAGE)
             yield message
 
     def _confirm(self, keys: np.ndarray) -> None:
         with self._lock:
             self._encoder.confirm(keys)
+            # (A same-host stream's answer may come in parts.)
+            self._exchanging = getattr(self._call, "answer_pending", False)
             self._lock.notify_all()
 
     def _fail(self, error: BaseException) -> None:

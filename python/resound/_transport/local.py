@@ -217,6 +217,22 @@ class _StreamMethod:
         return _StreamCall(connections, self._number, incoming, self._serialize, self._deserialize)
 
 
+class _Staged:
+    """A request already written into the connection's upload region
+    (``_StreamCall.stage``): its size."""
+
+    __slots__ = ("size",)
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+
+# What a stream's request iterator yields to read the rest of an answer
+# that a writer started to read (see _StreamCall.finish).
+_REST_OF_ANSWER = _Staged(0)
+_CONTINUE = 0  # the local method that asks for an answer's next part
+
+
 class _StreamCall:
     """One local stream: each request sent when the previous one's answer
     (all its parts) was read, on the connection it holds for its life.
@@ -244,6 +260,8 @@ class _StreamCall:
         self._deserialize = deserialize
         self._client: Any = None
         self._more = False
+        self._awaiting = False  # start() sent a request whose answer is unread
+        self._taking = threading.Lock()  # see _connection
         self._done = False
         self._cancelled = False
 
@@ -257,20 +275,98 @@ class _StreamCall:
         if self._done:
             raise StopIteration
         try:
-            if self._client is None:
-                self._client = self._connections.take()
+            client = self._connection()
             if self._more:
-                payload, self._more = self._client.continue_call(None)
+                payload, self._more = client.continue_call(None)
             else:
                 request = self._next_request()
-                payload, self._more = self._client.call(
-                    self._number, self._serialize(request), None
-                )
+                if request is _REST_OF_ANSWER:
+                    return self.finish(None)
+                if type(request) is _Staged:
+                    payload, self._more = client.call_staged(self._number, request.size, None)
+                else:
+                    payload, self._more = client.call(self._number, self._serialize(request), None)
         except (_core.LocalStatusError, DeadlineExceededError, OSError) as error:
+            raise self._failed(error) from None
+        return self._deserialize(payload)
+
+    def _connection(self) -> Any:
+        """The stream's connection, taken at its first request. (Under a
+        lock: the first request may be a writer's, see ``stage``, while the
+        stream's thread starts; two connections would split the stream.)"""
+        with self._taking:
+            if self._done:
+                raise LocalRpcError(grpc.StatusCode.CANCELLED, "the call has ended")
+            if self._client is None:
+                self._client = self._connections.take()
+            return self._client
+
+    def _failed(self, error: BaseException) -> LocalRpcError:
+        """Ends the stream after ``error``: the status to raise."""
+        self._end()
+        if self._cancelled:
+            return LocalRpcError(grpc.StatusCode.CANCELLED, "the call was cancelled")
+        return _rpc_error(error)
+
+    # --- an insert stream's messages, written by its encoder straight into
+    # the upload region (no bytes object, one copy fewer), and sent by the
+    # stream's own thread (as a request) or by a writer that waits for them
+
+    def stage(self, encoder: Any, max_items: int, max_bytes: int) -> _Staged:
+        """The encoder's next message, in the upload region (called with the
+        stream's lock held: the encoder is not thread-safe)."""
+        try:
+            return _Staged(self._connection().stage_insert(encoder, max_items, max_bytes))
+        except (_core.LocalStatusError, OSError) as error:  # a region it may not have
+            raise self._failed(error) from None
+
+    @property
+    def answer_pending(self) -> bool:
+        """Whether (parts of) the last request's answer are still to come."""
+        return self._awaiting or self._more
+
+    @property
+    def rest_of_answer(self) -> _Staged:
+        """What the request iterator yields to have the stream's thread read
+        the rest of an answer that a writer started to read (``finish``)."""
+        return _REST_OF_ANSWER
+
+    def start(self, staged: _Staged) -> None:
+        """Sends ``staged`` without waiting for its answer (``finish``), from
+        any thread, between two requests of the stream's own: the caller
+        makes sure no other request is on its way (LocalRpcError if it
+        failed: the stream has ended then)."""
+        client = self._client
+        if self._cancelled or client is None:
             self._end()
-            if self._cancelled:
-                raise LocalRpcError(grpc.StatusCode.CANCELLED, "the call was cancelled") from None
-            raise _rpc_error(error) from None
+            raise LocalRpcError(grpc.StatusCode.CANCELLED, "the call was cancelled")
+        try:
+            client.start(self._number, staged.size)
+        except (_core.LocalStatusError, DeadlineExceededError, OSError) as error:
+            raise self._failed(error) from None
+        self._awaiting = True
+
+    def finish(self, timeout: float | None) -> Any:
+        """The next part of the answer to the request ``start`` sent (asking
+        for it first after a part that said more), or None if it did not
+        come within ``timeout`` (it stays pending: finish again, on any
+        thread). LocalRpcError if the call failed."""
+        client = self._client
+        if self._cancelled or client is None:
+            self._end()
+            raise LocalRpcError(grpc.StatusCode.CANCELLED, "the call was cancelled")
+        try:
+            if not self._awaiting:
+                client.start(_CONTINUE, 0)  # the next part of an answer in parts
+                self._awaiting = True
+            answer = client.finish(timeout)
+        except (_core.LocalStatusError, DeadlineExceededError, OSError) as error:
+            self._awaiting = False
+            raise self._failed(error) from None
+        if answer is None:
+            return None
+        self._awaiting = False
+        payload, self._more = answer
         return self._deserialize(payload)
 
     def _next_request(self) -> Any:
@@ -309,8 +405,9 @@ class _StreamCall:
         return self._done
 
     def _end(self) -> None:
-        self._done = True
-        client, self._client = self._client, None
+        with self._taking:
+            self._done = True
+            client, self._client = self._client, None
         if client is not None:
             # Not reused: the server's session of an insert stream holds its
             # chunks until the connection ends.
