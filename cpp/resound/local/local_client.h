@@ -113,7 +113,9 @@ class LocalClient {
   std::string token_;
   MessageBuffer message_;
   uint64_t next_request_ = 1;
-  uint64_t pending_request_ = 0;  // Start's, until Finish read its answer
+  // Start's, until Finish read its answer (atomic: CheckOpen and pending()
+  // may be called from a thread other than the one in Finish).
+  std::atomic<uint64_t> pending_request_{0};
   std::atomic<bool> broken_{false};
   std::atomic<bool> in_call_{false};  // a second caller at once is refused
   BatchRegions batch_regions_;
