@@ -408,7 +408,6 @@ into this connection's upload region, for call_staged; returns its size.)doc")
           py::arg("timeout") = py::none(),
           "The answer of the request start() sent: (response bytes, more), or None if it did not come "
           "within `timeout` (the request stays pending; the connection stays usable).")
-      .def_property_readonly("pending", &LocalClient::pending)
       .def(
           "continue_call",
           [](LocalClient& client, std::optional<double> timeout) {

@@ -86,11 +86,15 @@ LocalClient::LocalClient(const std::string& path, size_t upload_bytes, size_t do
 LocalClient::Response LocalClient::Call(uint32_t method, size_t size, const Deadline& deadline,
                                         std::span<const int> fds) {
   if (method == LocalConnection::kContinueMethod) throw InvalidArgumentError("local call: method 0 is Continue");
+  CheckFits(size);
+  return Exchange(method, size, deadline, fds);
+}
+
+void LocalClient::CheckFits(size_t size) const {
   if (size > upload_.size()) {
     throw InvalidArgumentError("local call: a request of " + std::to_string(size) + " bytes, above the region's " +
                                std::to_string(upload_.size()));
   }
-  return Exchange(method, size, deadline, fds);
 }
 
 LocalClient::Response LocalClient::Continue(const Deadline& deadline) {
@@ -178,7 +182,7 @@ LocalClient::Response LocalClient::Send(Frame request, std::span<const std::byte
 void LocalClient::Start(uint32_t method, size_t size) {
   const CallGuard guard(in_call_);
   if (pending_request_ != 0) throw FailedPreconditionError("local call: a started request is not finished");
-  if (size > upload_.size()) throw InvalidArgumentError("local call: a request larger than the upload region");
+  CheckFits(size);
   pending_request_ = SendFrame(SharedRequest(method, size), {}, {});
 }
 

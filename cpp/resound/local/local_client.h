@@ -96,6 +96,8 @@ class LocalClient {
   // Sends `frame` (with `fds`) and reads the answer to it.
   Response Send(Frame frame, std::span<const std::byte> inline_payload, std::span<const int> fds,
                 const Deadline& deadline);
+  // InvalidArgumentError if `size` request bytes do not fit the upload region.
+  void CheckFits(size_t size) const;
   // The frame of a request whose `size` payload bytes are in the upload region.
   static Frame SharedRequest(uint32_t method, size_t size) noexcept;
   // Sends `frame`; returns its request id. With in_call_ held.

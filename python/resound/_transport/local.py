@@ -331,15 +331,21 @@ class _StreamCall:
         the rest of an answer that a writer started to read (``finish``)."""
         return _REST_OF_ANSWER
 
+    def _open_client(self) -> Any:
+        """The connection a staged request went on; LocalRpcError once the
+        call was cancelled or has ended."""
+        client = self._client
+        if self._cancelled or client is None:
+            self._end()
+            raise LocalRpcError(grpc.StatusCode.CANCELLED, "the call was cancelled")
+        return client
+
     def start(self, staged: _Staged) -> None:
         """Sends ``staged`` without waiting for its answer (``finish``), from
         any thread, between two requests of the stream's own: the caller
         makes sure no other request is on its way (LocalRpcError if it
         failed: the stream has ended then)."""
-        client = self._client
-        if self._cancelled or client is None:
-            self._end()
-            raise LocalRpcError(grpc.StatusCode.CANCELLED, "the call was cancelled")
+        client = self._open_client()
         try:
             client.start(self._number, staged.size)
         except (_core.LocalStatusError, DeadlineExceededError, OSError) as error:
@@ -351,10 +357,7 @@ class _StreamCall:
         for it first after a part that said more), or None if it did not
         come within ``timeout`` (it stays pending: finish again, on any
         thread). LocalRpcError if the call failed."""
-        client = self._client
-        if self._cancelled or client is None:
-            self._end()
-            raise LocalRpcError(grpc.StatusCode.CANCELLED, "the call was cancelled")
+        client = self._open_client()
         try:
             if not self._awaiting:
                 client.start(_CONTINUE, 0)  # the next part of an answer in parts
