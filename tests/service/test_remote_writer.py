@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import gc
 import re
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -101,6 +103,42 @@ def test_a_dropped_writer_stops_its_stream_thread(remote):
     gc.collect()
     wait_until(lambda: not any(t.is_alive() for t in threads), "the stream thread ended")
     assert server.table("q").info.current_size == 2
+
+
+COLLECTED_UNDER_ITS_STREAMS_LOCK = """
+import gc, sys, numpy as np, resound
+server = resound.Server([resound.Table.queue("q", 10)])
+client = resound.Client(f"127.0.0.1:{server.port}", transport=sys.argv[1])
+writer = client.trajectory_writer(1)
+writer.append({"x": np.float32(0)})
+writer.create_item("q", 1.0, {"x": writer.history["x"][-1]})
+writer.flush()
+stream = writer._link
+gc.disable()  # the collection below is the one that finds the writer
+del writer
+# The collector runs wherever objects are allocated: here, as it may on the
+# stream's own thread, with the stream's lock held.
+with stream._lock:
+    gc.collect()
+stream._receiver.join(10)
+print(stream._receiver.is_alive(), server.table("q").info.current_size)
+server.stop()
+"""
+
+
+@pytest.mark.parametrize("transport", ["grpc", "local"])
+def test_a_writer_collected_under_its_streams_lock_does_not_deadlock(transport):
+    # A finalizer that waited for the lock would wait for its own thread for
+    # good, with the collector stuck in it: every later gc.collect() of the
+    # process would collect nothing. Hence a process of its own.
+    result = subprocess.run(
+        [sys.executable, "-c", COLLECTED_UNDER_ITS_STREAMS_LOCK, transport],
+        capture_output=True,
+        text=True,
+        timeout=SAFETY * 3,
+        check=False,
+    )
+    assert (result.returncode, result.stdout, result.stderr) == (0, "False 1\n", "")
 
 
 def test_a_writer_ahead_of_the_server_waits_for_room(remote, monkeypatch):

@@ -312,20 +312,30 @@ class InsertStream:
 
     def close(self, wait: bool = True) -> None:
         """Stops the stream; unconfirmed items are dropped. Idempotent.
-        ``wait=False`` does not wait for the stream's thread (finalizers: the
-        thread may need the very thread that collects the writer)."""
+        ``wait=False`` waits for nothing, neither the stream's thread nor its
+        lock: it runs in finalizers, and the garbage collector may run one on
+        a thread that holds the lock (the stream's own, collecting a writer
+        dropped meanwhile), which would wait for itself for good. The
+        stream's threads wait in slices and see ``_closed`` at the next."""
+        self._closed = True
+        if not wait:
+            if self._mutex.acquire(blocking=False):
+                try:
+                    self._lock.notify_all()
+                finally:
+                    self._mutex.release()
+            return
         with self._lock:
-            self._closed = True
             self._lock.notify_all()
             call = self._call
-        if call is not None and wait:
+        if call is not None:
             # The server may hold the call's next answer back for good (a
             # full table's rate limiter): ending the requests would not end
             # the call, and the receiver would wait for that answer forever.
             # Not from a finalizer (wait=False), which may run inside grpc
             # on a thread holding the lock cancel() takes, or at shutdown.
             call.cancel()
-        if wait and self._receiver is not threading.current_thread():
+        if self._receiver is not threading.current_thread():
             self._receiver.join()
 
     # --- the stream's threads
