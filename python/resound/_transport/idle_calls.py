@@ -54,9 +54,15 @@ class IdleCalls(Generic[C]):
                 return
         self._close(call)
 
-    def close_all(self) -> None:
-        """Closes every idle call."""
-        with self._lock:
+    def close_all(self, lock_timeout: float = -1) -> None:
+        """Closes every idle call. ``lock_timeout``: at most that many
+        seconds spent waiting for the pool's lock (-1: no limit), after which
+        the calls are left open (finalizers, whose thread may hold it)."""
+        if not self._lock.acquire(timeout=lock_timeout):
+            return
+        try:
             idle, self._idle = self._idle, []
+        finally:
+            self._lock.release()
         for call in idle:
             self._close(call)

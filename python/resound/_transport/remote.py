@@ -71,9 +71,12 @@ _RETRY_AFTER_READY_SECONDS = 0.05
 # Idle calls kept of each kind (see idle_calls.py): as many threads as call
 # at once reuse theirs; more open and close calls of their own.
 _IDLE_CALLS = 8
-# What the server's Checkpoint answers when its disk is full or unwritable.
+# How long a finalizer (the client's) waits for a lock before it leaves
+# what the lock guards as it is.
+_FINALIZER_LOCK_SECONDS = 1.0
 # How long a wait warning waits for the server to say why (see why_blocked).
 _WHY_BLOCKED_TIMEOUT_SECONDS = 2.0
+# What the server's Checkpoint answers when its disk is full or unwritable.
 _DISK_ERRORS = (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.FAILED_PRECONDITION)
 # The chunks remote clients' writers build, apart from the tables' store
 # (resound.table.shared_chunk_store; see RemoteTransport.__init__).
@@ -186,13 +189,17 @@ class RemoteTransport(OneServerTransport):
         self._close_idle_streams()
         self._channel.close()
 
-    def _close_idle_streams(self) -> None:
-        """Ends the streams kept open between calls of sample and insert."""
-        with self._infos_lock:
-            pools = [*self._idle_sample_streams.values()]
-        every: list[IdleCalls[Any]] = [*pools, self._idle_insert_calls, self._idle_mutate_calls]
-        for pool in every:
-            pool.close_all()
+    def _close_idle_streams(self, lock_timeout: float = -1) -> None:
+        """Ends the streams kept open between calls of sample and insert.
+        ``lock_timeout``: see IdleCalls.close_all."""
+        pools: list[IdleCalls[Any]] = []
+        if self._infos_lock.acquire(timeout=lock_timeout):
+            try:
+                pools = [*self._idle_sample_streams.values()]
+            finally:
+                self._infos_lock.release()
+        for pool in [*pools, self._idle_insert_calls, self._idle_mutate_calls]:
+            pool.close_all(lock_timeout)
 
     def close_client_stream(self) -> None:
         """Ends the stream of ``Client.insert`` (its client is gone; writers
@@ -201,7 +208,9 @@ class RemoteTransport(OneServerTransport):
         stream, self._client_stream = self._client_stream, None
         if stream is not None:
             stream.close(wait=False)
-        self._close_idle_streams()
+        # The collector may run a finalizer on a thread that holds one of
+        # the locks: never wait for one for good (which would be for itself).
+        self._close_idle_streams(lock_timeout=_FINALIZER_LOCK_SECONDS)
 
     def column_chunker(
         self, dtype: str, shape: tuple[int, ...], max_chunk_length: int, keep_alive: int
