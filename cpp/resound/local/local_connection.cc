@@ -3,6 +3,7 @@
 #include <poll.h>
 
 #include <array>
+#include <chrono>
 #include <cstring>
 #include <exception>
 #include <system_error>
@@ -16,6 +17,15 @@ namespace resound::local {
 namespace {
 
 constexpr size_t kHelloBytes = 16;  // u64 upload bytes, u64 download bytes
+
+// How long the connection's thread looks for the next request after an
+// answer before it sleeps. A client calling in a loop (an actor's inserts, a
+// learner's priority updates) sends its next request tens of microseconds
+// later; waking a sleeping thread costs ~15 us here, a third of such a round
+// trip (measured: 5-8 us less per client.insert, sample of one and priority
+// update). Spinning costs the core only that long after each answer, and
+// yields it to anything else runnable between looks.
+constexpr std::chrono::microseconds kSpinAfterAnswer{100};
 
 uint64_t ReadU64(std::span<const std::byte> bytes, size_t at) {
   uint64_t value;
@@ -137,7 +147,9 @@ void LocalConnection::Serve(LocalService& service, int stop_fd) {
   const std::unique_ptr<LocalSession> session = service.Open();
   std::vector<UniqueFd> fds;
   while (true) {
-    const LocalSocket::Wait waited = socket_.WaitReadable(Deadline::Never(), stop_fd);
+    const LocalSocket::Wait waited = socket_.SpinUntilReadable(kSpinAfterAnswer)
+                                         ? LocalSocket::Wait::kReadable
+                                         : socket_.WaitReadable(Deadline::Never(), stop_fd);
     if (waited == LocalSocket::Wait::kStopped) {
       end_reason_ = "server stopping";
       // As a gRPC server ends its calls: CANCELLED, which clients do not
