@@ -29,7 +29,7 @@ class MessageBuffer {
   size_t size() const noexcept { return size_; }
   const std::byte* begin() const noexcept { return storage_.get(); }
   const std::byte* end() const noexcept { return storage_.get() + size_; }
-  operator std::span<const std::byte>() const noexcept { return {storage_.get(), size_}; }
+  // (A contiguous range: std::span<const std::byte> views it.)
 
  private:
   std::unique_ptr<std::byte[]> storage_;
