@@ -28,6 +28,7 @@
 #include "resound/local/local_connection.h"
 #include "resound/local/local_server.h"
 #include "resound/local/shared_memory.h"
+#include "resound/local/spin_budget.h"
 #include "resound/local/status_codes.h"
 
 namespace resound::local {
@@ -357,6 +358,18 @@ void ClientsCannotWriteTheServersRegion() {
   RESOUND_CHECK(Throws<InvalidArgumentError>([&] { (void)upload.View(4000, 200); }));
 }
 
+void SpinningFollowsTheClientsGaps() {
+  using std::chrono::microseconds;
+  SpinBudget spin(microseconds(100), microseconds(1000));
+  RESOUND_CHECK(spin.Next() == microseconds(100));  // nothing learnt yet: the floor
+  spin.Waited(microseconds(150));                    // a client calling in a loop
+  RESOUND_CHECK(spin.Next() == microseconds(400));
+  spin.Waited(microseconds(800));  // twice its gap would pass the ceiling
+  RESOUND_CHECK(spin.Next() == microseconds(1000));
+  spin.Waited(microseconds(5000));  // a client that calls now and then
+  RESOUND_CHECK(spin.Next() == microseconds(100));
+}
+
 }  // namespace
 }  // namespace resound::local
 
@@ -368,6 +381,7 @@ int main() {
   resound::local::OtherUsersAreRefused(dir);
   resound::local::BrokenClientsAreDroppedAndOthersServed(dir);
   resound::local::ClientsCannotWriteTheServersRegion();
+  resound::local::SpinningFollowsTheClientsGaps();
   ::rmdir(dir.c_str());
   return 0;
 }
