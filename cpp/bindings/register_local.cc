@@ -367,22 +367,28 @@ refused). `call` and `continue_call` return (response bytes, more).)doc")
             // The GIL stays held: it is what serializes the encoder's users
             // (the stream's lock is held around this call as well).
             size_t staged = 0;
-            encoder.TakeMessage(max_items, max_bytes, [&client, &staged](size_t size) {
-              if (size > client.request_capacity()) GrowRequestRegion(client, size, Deadline::Never());
-              staged = size;
-              return reinterpret_cast<char*>(client.request_buffer());
-            });
+            encoder.TakeMessage(
+                max_items, max_bytes,
+                [&client, &staged](size_t size) {
+                  if (size > client.request_capacity()) GrowRequestRegion(client, size, Deadline::Never());
+                  staged = size;
+                  return reinterpret_cast<char*>(client.request_buffer());
+                },
+                /*data_tail=*/true);
             return staged;
           },
           py::arg("encoder"), py::arg("max_items"), py::arg("max_bytes"),
-          R"doc(Writes the encoder's next insert message (as take_message would) straight
-into this connection's upload region, for call_staged; returns its size.)doc")
+          R"doc(Writes the encoder's next insert message straight into this connection's
+upload region, its chunk payloads apart after it (so that the server copies
+them once, into its chunk store), for call_staged or start(data_tail=True);
+returns its size.)doc")
       .def(
           "call_staged",
           [](LocalClient& client, uint32_t method, size_t size, std::optional<double> timeout) {
             if (size > client.request_capacity()) throw py::value_error("size: more than the staged request holds");
             const Deadline deadline = ToDeadline(timeout);
-            const LocalClient::Response response = WithoutGil([&] { return client.Call(method, size, deadline); });
+            const LocalClient::Response response = WithoutGil(
+                [&] { return client.Call(method, size, deadline, {}, LocalClient::Layout::kDataTail); });
             return ResponseTuple(response);
           },
           py::arg("method"), py::arg("size"), py::arg("timeout") = py::none(),
@@ -392,10 +398,12 @@ into this connection's upload region, for call_staged; returns its size.)doc")
           // The GIL stays held: one 40-byte frame on a socket with at most
           // one request in flight never blocks, and releasing and taking the
           // GIL back costs more (~15 us measured) than the send itself.
-          [](LocalClient& client, uint32_t method, size_t size) { client.Start(method, size); },
-          py::arg("method"), py::arg("size"),
+          [](LocalClient& client, uint32_t method, size_t size, bool data_tail) {
+            client.Start(method, size, data_tail ? LocalClient::Layout::kDataTail : LocalClient::Layout::kMessage);
+          },
+          py::arg("method"), py::arg("size"), py::arg("data_tail") = false,
           "Sends the request of `size` bytes already in the upload region (method 0: the next part of the "
-          "last answer) without waiting for its answer: finish() reads it.")
+          "last answer; data_tail: stage_insert's) without waiting for its answer: finish() reads it.")
       .def(
           "finish",
           [](LocalClient& client, std::optional<double> timeout) -> py::object {

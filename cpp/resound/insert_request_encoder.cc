@@ -33,7 +33,7 @@ void InsertRequestEncoder::Add(const std::string& table, uint64_t key, double pr
 }
 
 void InsertRequestEncoder::TakeMessage(size_t max_items, size_t max_bytes,
-                                       const std::function<char*(size_t)>& allocate) {
+                                       const std::function<char*(size_t)>& allocate, bool data_tail) {
   std::vector<const Chunk*> new_chunks;
   size_t new_bytes = 0;
   PackedTrajectories packed;
@@ -78,7 +78,11 @@ void InsertRequestEncoder::TakeMessage(size_t max_items, size_t max_bytes,
     message.MessageField(wire::insert_request::kItems, items);
   }
   message.PackedVarints(wire::insert_request::kReleaseChunkKeys, released);
-  wire::WriteWithPayloads(message, wire::insert_request::kChunkData, new_chunks, allocate);
+  if (data_tail) {
+    wire::WriteWithDataTail(message, new_chunks, allocate);
+  } else {
+    wire::WriteWithPayloads(message, wire::insert_request::kChunkData, new_chunks, allocate);
+  }
 }
 
 bool InsertRequestEncoder::HasReleasable() const {

@@ -43,8 +43,10 @@ class InsertRequestEncoder {
   // Writes the next message into the buffer `allocate(size)` returns (so the
   // caller owns it: chunk payloads are copied exactly once, into it): up to
   // `max_items` queued items (at least one, if any) while their new chunks
-  // stay within `max_bytes`, moved to the unconfirmed ones.
-  void TakeMessage(size_t max_items, size_t max_bytes, const std::function<char*(size_t)>& allocate);
+  // stay within `max_bytes`, moved to the unconfirmed ones. With
+  // `data_tail`, in the same-host transport's layout (wire::WriteWithDataTail).
+  void TakeMessage(size_t max_items, size_t max_bytes, const std::function<char*(size_t)>& allocate,
+                   bool data_tail = false);
 
   // Drops unconfirmed items whose keys lead `keys` in order; keys that do not
   // match the oldest unconfirmed item (a confirmation from before a Requeue)

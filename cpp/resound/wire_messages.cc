@@ -40,6 +40,14 @@ ChunkMetadata ReadLayout(ProtoReader reader) {
   return layout;
 }
 
+// The chunks' payloads back to back at `out`.
+void CopyPayloads(const std::vector<const Chunk*>& chunks, char* out) {
+  for (const Chunk* chunk : chunks) {
+    std::memcpy(out, chunk->data(), chunk->data_size());
+    out += chunk->data_size();
+  }
+}
+
 }  // namespace
 
 void WriteChunkBatch(ProtoWriter& out, uint32_t field, const std::vector<const Chunk*>& chunks) {
@@ -86,11 +94,19 @@ void WriteWithPayloads(ProtoWriter& message, uint32_t field, const std::vector<c
   const std::string& head = message.data();
   char* out = allocate(head.size() + bytes);
   std::memcpy(out, head.data(), head.size());
-  out += head.size();
-  for (const Chunk* chunk : chunks) {
-    std::memcpy(out, chunk->data(), chunk->data_size());
-    out += chunk->data_size();
-  }
+  CopyPayloads(chunks, out + head.size());
+}
+
+void WriteWithDataTail(const ProtoWriter& message, const std::vector<const Chunk*>& chunks,
+                       const std::function<char*(size_t)>& allocate) {
+  size_t bytes = 0;
+  for (const Chunk* chunk : chunks) bytes += chunk->data_size();
+  const std::string& head = message.data();
+  const uint64_t head_size = head.size();
+  char* out = allocate(sizeof head_size + head.size() + bytes);
+  std::memcpy(out, &head_size, sizeof head_size);
+  std::memcpy(out + sizeof head_size, head.data(), head.size());
+  CopyPayloads(chunks, out + sizeof head_size + head.size());
 }
 
 ChunkBatchMessage ReadChunkBatch(ProtoReader reader) {

@@ -86,6 +86,13 @@ void WriteTrajectories(ProtoWriter& out, uint32_t field, const PackedTrajectorie
 void WriteWithPayloads(ProtoWriter& message, uint32_t field, const std::vector<const Chunk*>& chunks,
                        const std::function<char*(size_t)>& allocate);
 
+// The same-host transport's layout of it (local::Frame::kDataTail): the size
+// of `message` as a u64, `message` itself (without the payloads' field),
+// then the payloads back to back, which the receiver copies straight into
+// its chunk store instead of copying the whole request first.
+void WriteWithDataTail(const ProtoWriter& message, const std::vector<const Chunk*>& chunks,
+                       const std::function<char*(size_t)>& allocate);
+
 // The ChunkBatch or Trajectories `reader` holds. InvalidArgumentError names
 // the malformed field.
 ChunkBatchMessage ReadChunkBatch(ProtoReader reader);

@@ -16,6 +16,7 @@
 #include "check.h"
 #include "resound/chunk_store.h"
 #include "resound/errors.h"
+#include "resound/insert_request_encoder.h"
 #include "resound/local/batch_regions.h"
 #include "resound/local/gathered_batch.h"
 #include "resound/local/local_client.h"
@@ -268,6 +269,65 @@ void MutatePrioritiesInCpp(const std::string& dir) {
   RESOUND_CHECK(fixture.table->Info().current_size == 19);
 }
 
+// An insert in the data-tail layout (an insert stream's, over the local
+// transport): its chunk's payload goes from the client's region straight
+// into the chunk store, byte for byte. A data tail whose message size runs
+// past the request ends the connection; one whose message carries
+// chunk_data too is refused; neither stores anything.
+void InsertsWithADataTail(const std::string& dir) {
+  Fixture fixture(dir + "/tail.sock");
+  auto client_store = std::make_shared<ChunkStore>();
+  InsertRequestEncoder encoder(client_store);
+  const auto chunk = AddChunk(*client_store, 500);
+  encoder.Add("t", 500, 2.0, {{{{500, 0, 2}}, false}});
+  LocalClient client(fixture.server->path(), 1 << 14, 1 << 12, Soon());
+  size_t size = 0;
+  encoder.TakeMessage(
+      10, 1 << 20,
+      [&](size_t bytes) {
+        size = bytes;
+        return reinterpret_cast<char*>(client.request_buffer());
+      },
+      /*data_tail=*/true);
+  const auto answer = client.Call(kInsert, size, Soon(), {}, LocalClient::Layout::kDataTail);
+  ProtoReader confirmed({reinterpret_cast<const uint8_t*>(answer.payload.data()), answer.payload.size()},
+                        "InsertResponse");
+  std::vector<uint64_t> keys;
+  while (confirmed.Next()) confirmed.AppendVarints(keys);
+  RESOUND_CHECK(keys == std::vector<uint64_t>{500});
+  RESOUND_CHECK(fixture.table->Info().current_size == 21);
+  const auto stored = fixture.store->Find(500);
+  RESOUND_CHECK(stored && stored->data_size() == chunk->data_size() &&
+                std::memcmp(stored->data(), chunk->data(), chunk->data_size()) == 0);
+
+  // A plain InsertRequest (chunk_data inside) behind its size, and a data
+  // tail after it: which payload is the chunk's?
+  const auto other = AddChunk(*client_store, 501);
+  encoder.Add("t", 501, 1.0, {{{{501, 0, 1}}, false}});
+  std::string plain;
+  encoder.TakeMessage(10, 1 << 20, [&](size_t bytes) {
+    plain.resize(bytes);
+    return plain.data();
+  });
+  const uint64_t plain_size = plain.size();
+  std::memcpy(client.request_buffer(), &plain_size, sizeof plain_size);
+  std::memcpy(client.request_buffer() + sizeof plain_size, plain.data(), plain.size());
+  try {
+    client.Call(kInsert, sizeof plain_size + plain.size() + 16, Soon(), {}, LocalClient::Layout::kDataTail);
+    RESOUND_CHECK(false);
+  } catch (const StatusError& error) {
+    RESOUND_CHECK(error.code() == kInvalidArgument);
+  }
+  RESOUND_CHECK(!client.broken() && !fixture.store->Find(501) && fixture.table->Info().current_size == 21);
+
+  // A message size past the request's end: the frame is malformed.
+  const uint64_t too_long = 1 << 13;
+  std::memcpy(client.request_buffer(), &too_long, sizeof too_long);
+  RESOUND_CHECK(Throws<StatusError>(
+      [&] { client.Call(kInsert, 64, Soon(), {}, LocalClient::Layout::kDataTail); }));
+  RESOUND_CHECK(client.broken() && fixture.table->Info().current_size == 21);
+}
+
 // Clients sampling and updating priorities at once while items go in and
 // out of the table (for the sanitizers).
 void ManyClientsAtOnce(const std::string& dir) {
@@ -304,6 +364,7 @@ int main() {
   resound::local::GatheredBatchesCarryEveryByte(dir);
   resound::local::BatchesGoIntoTheClientsRegion(dir);
   resound::local::MutatePrioritiesInCpp(dir);
+  resound::local::InsertsWithADataTail(dir);
   resound::local::ManyClientsAtOnce(dir);
   ::rmdir(dir.c_str());
   return 0;

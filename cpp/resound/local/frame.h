@@ -17,7 +17,7 @@ namespace resound::local {
 
 struct Frame {
   static constexpr uint32_t kMagic = 0x464c5352;  // "RSLF"
-  static constexpr uint16_t kVersion = 1;
+  static constexpr uint16_t kVersion = 2;  // 2: kDataTail
   static constexpr size_t kHeaderBytes = 40;
   // Larger payloads go through shared memory (a socket buffer holds ~200 KB).
   static constexpr size_t kMaxInlineBytes = 64 * 1024;
@@ -33,6 +33,11 @@ struct Frame {
   enum Flags : uint32_t {
     kInShared = 1,  // the payload is [offset, offset + length) of the sender's region
     kLast = 2,      // the last response to the request
+    // A request whose payload is a u64 n, n bytes of message, then data
+    // bytes (chunk payloads) the server copies out as they are and reads
+    // nothing else from: only the message is copied before it is read, the
+    // data goes once, straight to where it is kept.
+    kDataTail = 4,
   };
 
   uint16_t kind = 0;
@@ -44,6 +49,7 @@ struct Frame {
 
   bool in_shared() const noexcept { return (flags & kInShared) != 0; }
   bool last() const noexcept { return (flags & kLast) != 0; }
+  bool data_tail() const noexcept { return (flags & kDataTail) != 0; }
 
   // Writes the header into out[0, kHeaderBytes).
   void Encode(std::span<std::byte, kHeaderBytes> out) const noexcept;

@@ -84,10 +84,10 @@ LocalClient::LocalClient(const std::string& path, size_t upload_bytes, size_t do
 }
 
 LocalClient::Response LocalClient::Call(uint32_t method, size_t size, const Deadline& deadline,
-                                        std::span<const int> fds) {
+                                        std::span<const int> fds, Layout layout) {
   if (method == LocalConnection::kContinueMethod) throw InvalidArgumentError("local call: method 0 is Continue");
   CheckFits(size);
-  return Exchange(method, size, deadline, fds);
+  return Exchange(method, size, deadline, fds, layout);
 }
 
 void LocalClient::CheckFits(size_t size) const {
@@ -133,15 +133,15 @@ void LocalClient::Shutdown() noexcept {
 }
 
 LocalClient::Response LocalClient::Exchange(uint32_t method, size_t size, const Deadline& deadline,
-                                            std::span<const int> fds) {
-  return Send(SharedRequest(method, size), {}, fds, deadline);
+                                            std::span<const int> fds, Layout layout) {
+  return Send(SharedRequest(method, size, layout), {}, fds, deadline);
 }
 
-Frame LocalClient::SharedRequest(uint32_t method, size_t size) noexcept {
+Frame LocalClient::SharedRequest(uint32_t method, size_t size, Layout layout) noexcept {
   Frame request;
   request.kind = Frame::kRequest;
   request.method = method;
-  request.flags = Frame::kInShared;
+  request.flags = Frame::kInShared | (layout == Layout::kDataTail ? Frame::kDataTail : 0u);
   request.length = size;
   return request;
 }
@@ -179,11 +179,11 @@ LocalClient::Response LocalClient::Send(Frame request, std::span<const std::byte
   return *Await(SendFrame(request, inline_payload, fds), deadline, false);
 }
 
-void LocalClient::Start(uint32_t method, size_t size) {
+void LocalClient::Start(uint32_t method, size_t size, Layout layout) {
   const CallGuard guard(in_call_);
   if (pending_request_ != 0) throw FailedPreconditionError("local call: a started request is not finished");
   CheckFits(size);
-  pending_request_ = SendFrame(SharedRequest(method, size), {}, {});
+  pending_request_ = SendFrame(SharedRequest(method, size, layout), {}, {});
 }
 
 std::optional<LocalClient::Response> LocalClient::Finish(const Deadline& deadline) {

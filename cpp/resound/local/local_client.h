@@ -45,6 +45,11 @@ class LocalClient {
   size_t request_capacity() const noexcept { return upload_.size(); }
   size_t response_capacity() const noexcept { return download_.size(); }
 
+  // How a request's payload is laid out: a message, or a message whose
+  // chunk payloads follow it apart (Frame::kDataTail, an insert's:
+  // wire::WriteWithDataTail).
+  enum class Layout { kMessage, kDataTail };
+
   struct Response {
     std::span<const std::byte> payload;  // in the download region: valid until the next call
     bool more = false;                   // the request is not done: Continue() for the rest
@@ -55,7 +60,8 @@ class LocalClient {
   // StatusError(kUnavailable) if the server went away, and
   // DeadlineExceededError if the deadline passed (both leave it broken()).
   // `fds`: descriptors the request carries (at most one: a batch region).
-  Response Call(uint32_t method, size_t size, const Deadline& deadline, std::span<const int> fds = {});
+  Response Call(uint32_t method, size_t size, const Deadline& deadline, std::span<const int> fds = {},
+                Layout layout = Layout::kMessage);
   // The rest of the last request (after a response with `more`).
   Response Continue(const Deadline& deadline);
   // A call in two halves, for a caller that waits in slices (an insert
@@ -67,7 +73,7 @@ class LocalClient {
   // pending, for a later Finish. Errors as Call's. One request at a time:
   // FailedPreconditionError for a Start while one is pending (or a Finish
   // with none).
-  void Start(uint32_t method, size_t size);
+  void Start(uint32_t method, size_t size, Layout layout = Layout::kMessage);
   std::optional<Response> Finish(const Deadline& deadline);
   bool pending() const noexcept { return pending_request_ != 0; }
 
@@ -89,7 +95,8 @@ class LocalClient {
   void Shutdown() noexcept;
 
  private:
-  Response Exchange(uint32_t method, size_t size, const Deadline& deadline, std::span<const int> fds = {});
+  Response Exchange(uint32_t method, size_t size, const Deadline& deadline, std::span<const int> fds = {},
+                    Layout layout = Layout::kMessage);
   // The status the server's farewell frame carries, if one can be read now
   // (the connection is broken either way).
   [[noreturn]] void ThrowEnded(const std::string& what);
@@ -99,7 +106,7 @@ class LocalClient {
   // InvalidArgumentError if `size` request bytes do not fit the upload region.
   void CheckFits(size_t size) const;
   // The frame of a request whose `size` payload bytes are in the upload region.
-  static Frame SharedRequest(uint32_t method, size_t size) noexcept;
+  static Frame SharedRequest(uint32_t method, size_t size, Layout layout) noexcept;
   // Sends `frame`; returns its request id. With in_call_ held.
   uint64_t SendFrame(Frame frame, std::span<const std::byte> inline_payload, std::span<const int> fds);
   // Reads the answer to request `id`; std::nullopt if none came before

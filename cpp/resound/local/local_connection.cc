@@ -2,6 +2,7 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstring>
@@ -49,10 +50,16 @@ bool Readable(int fd) noexcept {
 
 class LocalConnection::Reply final : public LocalReply {
  public:
-  Reply(LocalConnection& connection, uint64_t request_id, int stop_fd, UniqueFd attachment)
-      : connection_(connection), request_id_(request_id), stop_fd_(stop_fd), attachment_(std::move(attachment)) {}
+  Reply(LocalConnection& connection, uint64_t request_id, int stop_fd, UniqueFd attachment,
+        std::span<const std::byte> data_tail)
+      : connection_(connection),
+        request_id_(request_id),
+        stop_fd_(stop_fd),
+        attachment_(std::move(attachment)),
+        data_tail_(data_tail) {}
 
   UniqueFd TakeAttachment() override { return std::move(attachment_); }
+  std::span<const std::byte> data_tail() const noexcept override { return data_tail_; }
 
   std::byte* Allocate(size_t size) override {
     return size <= connection_.download_.size() ? connection_.download_.data() : nullptr;
@@ -85,6 +92,7 @@ class LocalConnection::Reply final : public LocalReply {
   const uint64_t request_id_;
   const int stop_fd_;
   UniqueFd attachment_;
+  const std::span<const std::byte> data_tail_;
   bool answered_ = false;
 };
 
@@ -180,13 +188,22 @@ void LocalConnection::Serve(LocalService& service, int stop_fd) {
     }
     // The payload is copied before anything reads it: the client can write
     // its region at any time, and a checked value must stay what was checked.
-    if (frame.in_shared()) {
-      const std::span<const std::byte> shared = upload_.View(frame.offset, frame.length);
-      request_.assign(shared.begin(), shared.end());
-    } else {
-      request_.assign(message_.begin() + Frame::kHeaderBytes, message_.end());
+    // (A data tail is not: the service only copies it, see LocalReply.)
+    std::span<const std::byte> payload =
+        frame.in_shared() ? upload_.View(frame.offset, frame.length)
+                          : std::span<const std::byte>(message_).subspan(Frame::kHeaderBytes);
+    std::span<const std::byte> data_tail;
+    if (frame.data_tail()) {
+      const uint64_t message_bytes = payload.size() < sizeof(uint64_t) ? ~uint64_t{0} : ReadU64(payload, 0);
+      if (message_bytes > payload.size() - std::min(payload.size(), sizeof(uint64_t)) ||
+          frame.method == kContinueMethod) {
+        throw InvalidArgumentError("a request's data tail must follow its message size and message");
+      }
+      data_tail = payload.subspan(sizeof(uint64_t) + message_bytes);
+      payload = payload.subspan(sizeof(uint64_t), message_bytes);
     }
-    Reply reply(*this, frame.request_id, stop_fd, fds.empty() ? UniqueFd() : std::move(fds.front()));
+    request_.assign(payload.begin(), payload.end());
+    Reply reply(*this, frame.request_id, stop_fd, fds.empty() ? UniqueFd() : std::move(fds.front()), data_tail);
     try {
       if (frame.method == kContinueMethod) {
         if (!rest_) throw FailedPreconditionError("nothing to continue: the last request is done");

@@ -37,6 +37,12 @@ class LocalReply {
   // The descriptor the request carried (a client's batch region), taken
   // once; invalid if it carried none. One not taken is closed.
   virtual UniqueFd TakeAttachment() { return {}; }
+  // The request's data tail (Frame::kDataTail; empty without one): bytes
+  // still in the client's region, which the client may change at any time.
+  // The service copies them out as they are (a chunk's payload), during
+  // Handle, and reads nothing else from them: nothing it checked is read
+  // from there.
+  virtual std::span<const std::byte> data_tail() const noexcept { return {}; }
 };
 
 // One connection's state in the service (an insert stream's chunks, say):

@@ -342,6 +342,15 @@ class ReplayLocalService::Session final : public LocalSession {
  private:
   void Insert(std::span<const std::byte> raw, LocalReply& reply) {
     InsertRequestMessage message = ReadInsertRequest(AsUint8(raw));
+    if (const std::span<const std::byte> tail = reply.data_tail(); !tail.empty()) {
+      // The chunks' payloads, left in the client's region: copied once,
+      // into the chunk store (MakeChunks checks their sizes against the
+      // message's own copy of the chunks' metadata).
+      if (!message.chunk_data.empty()) {
+        throw InvalidArgumentError("an InsertRequest with a data tail must not carry chunk_data as well");
+      }
+      message.chunk_data = tail;
+    }
     ChunkStore& store = *service_.store_;
     if (service_.max_bytes_) {
       int64_t brought = 0;

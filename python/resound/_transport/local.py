@@ -347,7 +347,7 @@ class _StreamCall:
         failed: the stream has ended then)."""
         client = self._open_client()
         try:
-            client.start(self._number, staged.size)
+            client.start(self._number, staged.size, data_tail=True)
         except (_core.LocalStatusError, DeadlineExceededError, OSError) as error:
             raise self._failed(error) from None
         self._awaiting = True
