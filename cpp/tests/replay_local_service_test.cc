@@ -126,14 +126,14 @@ struct Fixture {
   std::shared_ptr<ReplayLocalService> service;
   std::unique_ptr<LocalServer> server;
 
-  explicit Fixture(const std::string& path) {
+  explicit Fixture(const std::string& path, ConnectionLimits limits = {}) {
     for (uint64_t key = 1; key <= 20; ++key) InsertItem(*table, *store, key);
     for (uint64_t key = 101; key <= 104; ++key) InsertItem(*ragged, *store, key, true);
     service = std::make_shared<ReplayLocalService>(store, std::nullopt, [](uint32_t, std::span<const std::byte>) {
       return std::string();  // no fallback call in these tests
     });
     service->SetTables({{"t", table}, {"ragged", ragged}});
-    server = std::make_unique<LocalServer>(LocalServerOptions{path, {}, 16, {}, "token"}, service);
+    server = std::make_unique<LocalServer>(LocalServerOptions{path, {}, 16, limits, "token"}, service);
   }
 };
 
@@ -143,16 +143,13 @@ void GatheredBatchesCarryEveryByte(const std::string& dir) {
   LocalClient small(fixture.server->path(), 1 << 12, 1 << 13, Soon());
   RESOUND_CHECK(SampleGatheredAndCheck(small, 16) == 3);
   RESOUND_CHECK(SampleGatheredAndCheck(small, 1) == 1);
-  // A region too small for one sample: refused with RESOURCE_EXHAUSTED, and
-  // the connection serves the next call.
+  // A region too small for one sample: the server makes a larger one (1 MB)
+  // that comes with the answer, and the later answers use it.
   LocalClient tiny(fixture.server->path(), 1 << 12, 1024, Soon());
-  try {
-    tiny.Call(kSampleGathered, PutSampleRequest(tiny, "t", 2), Soon());
-    RESOUND_CHECK(false);
-  } catch (const StatusError& error) {
-    RESOUND_CHECK(error.code() == kResourceExhausted);
-  }
-  RESOUND_CHECK(!tiny.broken());
+  RESOUND_CHECK(SampleGatheredAndCheck(tiny, 2) == 1);
+  RESOUND_CHECK(tiny.response_capacity() == size_t{1} << 20);
+  RESOUND_CHECK(SampleGatheredAndCheck(tiny, 16) == 1);
+
   // Columns that do not stack (ragged rows): SampleResponses instead.
   LocalClient client(fixture.server->path(), 1 << 12, 1 << 20, Soon());
   const LocalClient::Response response =
@@ -269,6 +266,24 @@ void MutatePrioritiesInCpp(const std::string& dir) {
   RESOUND_CHECK(fixture.table->Info().current_size == 19);
 }
 
+// A region grows for one sample only up to the connection's limit: a
+// sample larger than that is refused with RESOURCE_EXHAUSTED, and the
+// connection serves the next call.
+void RegionsGrowOnlyUpToTheLimit(const std::string& dir) {
+  Fixture limited(dir + "/limited.sock", ConnectionLimits{1024, 10.0});
+  LocalClient capped(limited.server->path(), 1024, 1024, Soon());
+  try {
+    capped.Call(kSampleGathered, PutSampleRequest(capped, "t", 2), Soon());
+    RESOUND_CHECK(false);
+  } catch (const StatusError& error) {
+    RESOUND_CHECK(error.code() == kResourceExhausted);
+  }
+  RESOUND_CHECK(!capped.broken() && capped.response_capacity() == 1024);
+  const auto [updated, deleted] =
+      MutateCounts(capped.Call(kMutatePriorities, PutMutateRequest(capped, "t", {1}, {2.0}, {}), Soon()).payload);
+  RESOUND_CHECK(updated == 1 && deleted == 0);
+}
+
 // An insert in the data-tail layout (an insert stream's, over the local
 // transport): its chunk's payload goes from the client's region straight
 // into the chunk store, byte for byte. A data tail whose message size runs
@@ -365,6 +380,7 @@ int main() {
   resound::local::BatchesGoIntoTheClientsRegion(dir);
   resound::local::MutatePrioritiesInCpp(dir);
   resound::local::InsertsWithADataTail(dir);
+  resound::local::RegionsGrowOnlyUpToTheLimit(dir);
   resound::local::ManyClientsAtOnce(dir);
   ::rmdir(dir.c_str());
   return 0;

@@ -340,3 +340,32 @@ def test_held_batches_keep_their_data_and_regions_are_lent_again_once_let_go():
         client.close()
     finally:
         server.stop()
+
+
+def test_an_item_larger_than_the_connections_region_is_sampled_through_a_larger_one():
+    # 80 MB items, past the 64 MB each connection's region starts with: the
+    # server makes a larger region for them (up to its max_message_bytes)
+    # and the client maps it in place of the old one, as gRPC would carry
+    # them. Stacked (gathered) and as SampleResponses (lz4 chunks).
+    big = np.random.default_rng(0).random(20_000_000, dtype=np.float32)
+    server = resound.Server([replay()])
+    try:
+        client = resound.Client(server.local_address)
+        client.insert({"x": big}, priorities={"replay": 1.0})
+        batch = client.sample_batch("replay", batch_size=1)
+        np.testing.assert_array_equal(batch.data[0][0, 0], big)
+        sample = next(client.sample("replay", emit_timesteps=False))
+        np.testing.assert_array_equal(np.asarray(sample.data[0]).ravel(), big)
+        client.reset("replay")
+        with client.trajectory_writer(1, compression="lz4") as writer:
+            writer.append({"x": big})
+            writer.create_item("replay", 1.0, {"x": writer.history["x"][-1]})
+        sample = next(client.sample("replay", emit_timesteps=False))
+        np.testing.assert_array_equal(np.asarray(sample.data[0]).ravel(), big)
+        # Small items go on through the larger region.
+        client.reset("replay")
+        insert_and_sample(client, 3.0)
+        assert isinstance(chosen(client), LocalTransport)
+        client.close()
+    finally:
+        server.stop()

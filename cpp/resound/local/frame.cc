@@ -53,7 +53,7 @@ Frame Frame::Decode(std::span<const std::byte> message) {
   }
   frame.method = Get<uint32_t>(p, 8);
   frame.flags = Get<uint32_t>(p, 12);
-  if ((frame.flags & ~static_cast<uint32_t>(kInShared | kLast | kDataTail)) != 0) {
+  if ((frame.flags & ~static_cast<uint32_t>(kInShared | kLast | kDataTail | kNewRegion)) != 0) {
     throw InvalidArgumentError("local frame: unknown flags " + std::to_string(frame.flags));
   }
   frame.request_id = Get<uint64_t>(p, 16);

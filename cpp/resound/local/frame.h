@@ -38,6 +38,10 @@ struct Frame {
     // nothing else from: only the message is copied before it is read, the
     // data goes once, straight to where it is kept.
     kDataTail = 4,
+    // A response that carries (as its descriptor) the server's new, larger
+    // download region, in place of the old one; its payload is in the new
+    // one. Sent when one sampled item is larger than the region was.
+    kNewRegion = 8,
   };
 
   uint16_t kind = 0;
@@ -50,6 +54,7 @@ struct Frame {
   bool in_shared() const noexcept { return (flags & kInShared) != 0; }
   bool last() const noexcept { return (flags & kLast) != 0; }
   bool data_tail() const noexcept { return (flags & kDataTail) != 0; }
+  bool new_region() const noexcept { return (flags & kNewRegion) != 0; }
 
   // Writes the header into out[0, kHeaderBytes).
   void Encode(std::span<std::byte, kHeaderBytes> out) const noexcept;

@@ -1,6 +1,7 @@
 #include "resound/local/local_client.h"
 
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <array>
@@ -215,6 +216,15 @@ uint64_t LocalClient::SendFrame(Frame request, std::span<const std::byte> inline
   return request.request_id;
 }
 
+void LocalClient::AdoptDownload(UniqueFd fd) {
+  struct stat status {};
+  if (::fstat(fd.get(), &status) != 0 || status.st_size <= 0 ||
+      static_cast<uint64_t>(status.st_size) > kMaxDownloadBytes) {
+    throw InvalidArgumentError("local call: the server's new region has no size, or one past the client's limit");
+  }
+  download_ = SharedMemory::Adopt(std::move(fd), static_cast<size_t>(status.st_size), true);
+}
+
 std::optional<LocalClient::Response> LocalClient::Await(uint64_t id, const Deadline& deadline, bool keep_waiting) {
   if (broken_) throw StatusError(kUnavailable, "local connection: broken by an earlier call");
   // Most answers come within tens of microseconds: looked for without
@@ -244,9 +254,12 @@ std::optional<LocalClient::Response> LocalClient::Await(uint64_t id, const Deadl
     // Request 0: the server ending the connection over a broken frame.
     const bool farewell = answer.kind == Frame::kError && answer.request_id == 0;
     if (farewell) broken_ = true;
-    if ((answer.request_id != id && !farewell) || !received_fds.empty()) {
-      throw InvalidArgumentError("local call: an answer to another request");
+    if (answer.request_id != id && !farewell) throw InvalidArgumentError("local call: an answer to another request");
+    const bool new_region = answer.kind == Frame::kResponse && answer.new_region();
+    if (received_fds.size() != (new_region ? 1U : 0U)) {
+      throw InvalidArgumentError("local call: an answer with a descriptor it should not carry");
     }
+    if (new_region) AdoptDownload(std::move(received_fds.front()));
   } catch (const InvalidArgumentError&) {
     broken_ = true;
     throw;

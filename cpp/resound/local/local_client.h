@@ -113,6 +113,11 @@ class LocalClient {
   // `deadline`, if `keep_waiting` (else the connection is shut down and
   // DeadlineExceededError thrown). With in_call_ held.
   std::optional<Response> Await(uint64_t id, const Deadline& deadline, bool keep_waiting);
+  // Maps the server's larger download region (Frame::kNewRegion) in place
+  // of the old one; InvalidArgumentError if it is not sealed as required or
+  // larger than kMaxDownloadBytes.
+  void AdoptDownload(UniqueFd fd);
+  static constexpr uint64_t kMaxDownloadBytes = uint64_t{1} << 30;
   // Takes in_call_ for one call's duration; a second thread is refused.
   class CallGuard;
 

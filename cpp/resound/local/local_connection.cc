@@ -65,6 +65,7 @@ class LocalConnection::Reply final : public LocalReply {
     return size <= connection_.download_.size() ? connection_.download_.data() : nullptr;
   }
   size_t capacity() const noexcept override { return connection_.download_.size(); }
+  bool Enlarge(size_t bytes) override { return connection_.EnlargeDownload(bytes); }
   void Send(size_t size, std::function<void(LocalReply&)> rest) override {
     if (answered_) throw FailedPreconditionError("local reply: answered twice");
     if (size > connection_.download_.size()) throw InvalidArgumentError("local reply: larger than the region");
@@ -255,17 +256,30 @@ void LocalConnection::SendError(uint64_t request_id, uint32_t code, const std::s
   socket_.Send(parts);
 }
 
-void LocalConnection::SendResponse(uint64_t request_id, size_t size, bool last) const {
+void LocalConnection::SendResponse(uint64_t request_id, size_t size, bool last) {
   Frame frame;
   frame.kind = Frame::kResponse;
   frame.request_id = request_id;
-  frame.flags = Frame::kInShared | (last ? static_cast<uint32_t>(Frame::kLast) : 0U);
+  frame.flags = Frame::kInShared | (last ? static_cast<uint32_t>(Frame::kLast) : 0U) |
+                (download_replaced_ ? static_cast<uint32_t>(Frame::kNewRegion) : 0U);
   frame.offset = 0;
   frame.length = size;
   std::array<std::byte, Frame::kHeaderBytes> header{};
   frame.Encode(header);
   const std::span<const std::byte> parts[] = {header};
-  socket_.Send(parts);
+  const int fd = download_.fd();
+  socket_.Send(parts, download_replaced_ ? std::span<const int>(&fd, 1) : std::span<const int>());
+  download_replaced_ = false;
+}
+
+bool LocalConnection::EnlargeDownload(size_t bytes) {
+  const size_t size = std::min(bytes, limits_.max_region_bytes);
+  if (size <= download_.size()) return false;
+  // (The old region's pages go with it; the client maps the new one when
+  // the response comes and lets go of its old mapping.)
+  download_ = SharedMemory::Create("resound-local-download", size, true);
+  download_replaced_ = true;
+  return true;
 }
 
 }  // namespace resound::local

@@ -57,13 +57,18 @@ class LocalConnection {
   // A region frame: the client's larger upload region in place of the old.
   void ReplaceUpload(const Frame& frame, std::vector<UniqueFd>& fds);
   void SendError(uint64_t request_id, uint32_t code, const std::string& message) const;
-  void SendResponse(uint64_t request_id, size_t size, bool last) const;
+  // Sends the response of `size` bytes in the download region (with the
+  // region itself after EnlargeDownload).
+  void SendResponse(uint64_t request_id, size_t size, bool last);
+  // A larger download region (see LocalReply::Enlarge).
+  bool EnlargeDownload(size_t bytes);
 
   LocalSocket socket_;
   const ConnectionLimits limits_;
   const std::string token_;
   SharedMemory upload_;    // the client's: request payloads
   SharedMemory download_;  // ours: response payloads
+  bool download_replaced_ = false;  // not sent to the client yet
   MessageBuffer message_;
   std::vector<std::byte> request_;  // the current request's payload, copied
   std::function<void(LocalReply&)> rest_;

@@ -25,6 +25,14 @@ class LocalReply {
   // nullptr if it holds less than `size` (capacity() says how much).
   virtual std::byte* Allocate(size_t size) = 0;
   virtual size_t capacity() const noexcept = 0;
+  // Replaces the region with a larger one of `bytes`, or of the
+  // connection's limit (max_region_bytes) if that is less, for one item
+  // larger than the region; the client receives it with the next Send.
+  // False, and nothing changes, if the region is that large already.
+  virtual bool Enlarge(size_t bytes) {
+    (void)bytes;
+    return false;
+  }
   // Sends the `size` bytes written at Allocate's pointer. With `more`, the
   // request is not done: the client asks for the rest (a Continue request),
   // which runs `rest` with a new reply.

@@ -35,6 +35,18 @@ std::span<const uint8_t> AsUint8(std::span<const std::byte> bytes) {
   throw CancelledError("the call ended: its client went away or the server is stopping");
 }
 
+// One sampled item larger than the connection's region: a region twice as
+// large (at least 1 MB), up to the connection's limit (false at it).
+bool EnlargeForOneItem(LocalReply& reply) {
+  return reply.Enlarge(std::max<size_t>(2 * reply.capacity(), size_t{1} << 20));
+}
+
+StatusError ItemTooLarge(const LocalReply& reply) {
+  return StatusError(kResourceExhausted, "a sampled item does not fit the local connection's largest region (" +
+                                             std::to_string(reply.capacity()) +
+                                             " bytes; raise the server's local region limit, or use gRPC)");
+}
+
 // Copies `bytes` into the reply's region and sends them (`rest`: see
 // LocalReply::Send).
 void SendBytes(LocalReply& reply, std::string_view bytes, std::function<void(LocalReply&)> rest = {}) {
@@ -151,9 +163,9 @@ class SampleParts : public std::enable_shared_from_this<SampleParts> {
         next_ = end;
       } catch (const DoesNotFit&) {
         if (max_items == 1 || max_bytes == 0) {
-          throw StatusError(kResourceExhausted,
-                            "a sampled item does not fit the local connection's region of " +
-                                std::to_string(reply.capacity()) + " bytes (a larger region, or gRPC, carries it)");
+          if (!EnlargeForOneItem(reply)) throw ItemTooLarge(reply);
+          max_bytes = reply.capacity() / 2;
+          continue;
         }
         max_bytes /= 4;
         max_items = std::max<size_t>(1, std::min(max_items, samples_.size() - next_) / 2);
@@ -184,13 +196,20 @@ class GatheredParts : public std::enable_shared_from_this<GatheredParts> {
       : samples_(std::move(samples)), columns_(std::move(columns)) {}
 
   void SendNext(LocalReply& reply) {
-    std::byte* out = reply.Allocate(reply.capacity());
-    const auto [end, size] = WriteGatheredPart(samples_, columns_, next_, {out, out == nullptr ? 0 : reply.capacity()});
-    if (size == 0) {
-      throw StatusError(kResourceExhausted,
-                        "a sampled item does not fit the local connection's region of " +
-                            std::to_string(reply.capacity()) + " bytes (a larger region, or gRPC, carries it)");
+    while (true) {
+      std::byte* out = reply.Allocate(reply.capacity());
+      const auto [end, size] =
+          WriteGatheredPart(samples_, columns_, next_, {out, out == nullptr ? 0 : reply.capacity()});
+      if (size > 0) {
+        Send(reply, end, size);
+        return;
+      }
+      if (!EnlargeForOneItem(reply)) throw ItemTooLarge(reply);
     }
+  }
+
+ private:
+  void Send(LocalReply& reply, size_t end, size_t size) {
     next_ = end;
     if (next_ < samples_.size()) {
       auto self = shared_from_this();
@@ -200,7 +219,6 @@ class GatheredParts : public std::enable_shared_from_this<GatheredParts> {
     }
   }
 
- private:
   const std::vector<SampledItem> samples_;
   const std::vector<ColumnLayout> columns_;
   size_t next_ = 0;
