@@ -279,11 +279,14 @@ def test_random_frames_leave_the_tables_intact():
                         sock.recvmsg(70_000, 64)  # the welcome (or why not)
                     except OSError:
                         continue
+                # The region's head: a data tail's message size, and bytes.
+                size = rng.choice([0, 8, 150, 4000, 2**63])
+                os.pwrite(region, struct.pack("<Q", size) + rng.randbytes(200), 0)
                 data = bytearray(
                     frame(
                         rng.choice([1, 2, 3, 4, 5, 9]),
                         method=rng.choice([0, 1, 2, 3, 4, 6, 99]),
-                        flags=rng.choice([0, 1, 2, 3, 8]),
+                        flags=rng.choice([0, 1, 2, 3, 4, 5, 8, 9, 16]),
                         offset=rng.choice([0, 4000, 2**63]),
                         length=rng.choice([0, 16, 200, 5000, 2**40]),
                     )

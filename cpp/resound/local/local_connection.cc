@@ -183,6 +183,9 @@ void LocalConnection::Serve(LocalService& service, int stop_fd) {
       continue;
     }
     if (frame.kind != Frame::kRequest) throw InvalidArgumentError("expected a request frame");
+    if ((frame.flags & ~static_cast<uint32_t>(Frame::kInShared | Frame::kDataTail)) != 0) {
+      throw InvalidArgumentError("a request frame with flags only responses carry");
+    }
     // At most one descriptor, with a new call (its batch region).
     if (fds.size() > 1 || (!fds.empty() && frame.method == kContinueMethod)) {
       throw InvalidArgumentError("a request carried more descriptors than allowed");
