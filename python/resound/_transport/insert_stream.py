@@ -199,11 +199,15 @@ class InsertStream:
         """Blocks until at most ``keep`` items are unconfirmed;
         DeadlineExceededError after ``timeout`` seconds (None: no limit)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        blocked = BlockedWait(WRITER_LOGGER, "insert" if call == "Insert" else "writer")
+        blocked: BlockedWait | None = None  # made once the call has to wait
         timed_out = False
         with self._lock:
             try:
                 while self.in_flight > keep and self._error is None:
+                    if blocked is None:
+                        blocked = BlockedWait(
+                            WRITER_LOGGER, "insert" if call == "Insert" else "writer"
+                        )
                     wait = WAIT_SLICE_SECONDS
                     if deadline is not None:
                         left = deadline - time.monotonic()

@@ -178,6 +178,8 @@ class _SendQueue:
 
     def _wait_until(self, keep: int, timeout_ms: int | None, call: str) -> None:
         timeout = _timeout_seconds(timeout_ms)
+        if len(self._pending) <= keep:
+            return  # nothing to send (a writer flushing after every item, nearly always)
         deadline = None if timeout is None else time.monotonic() + timeout
         # Complete the chunks of every item that must leave the writer.
         pending = list(self._pending)
