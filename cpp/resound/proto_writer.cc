@@ -36,6 +36,14 @@ void ProtoWriter::BytesField(uint32_t field, std::string_view value) {
   data_.append(value.data(), value.size());
 }
 
+void ProtoWriter::DoubleField(uint32_t field, double value) {
+  Tag(field, kFixed64);
+  static_assert(std::endian::native == std::endian::little, "doubles are copied as they are in memory");
+  const size_t at = data_.size();
+  data_.resize(at + sizeof value);
+  std::memcpy(data_.data() + at, &value, sizeof value);
+}
+
 void ProtoWriter::PackedDoubles(uint32_t field, const std::vector<double>& values) {
   if (values.empty()) return;
   Tag(field, kLengthDelimited);

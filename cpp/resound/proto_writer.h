@@ -38,6 +38,8 @@ class ProtoWriter {
   template <typename T>
   void PackedVarints(uint32_t field, const std::vector<T>& values);
   void PackedDoubles(uint32_t field, const std::vector<double>& values);
+  // A singular double field, written even when 0 (a reader's default).
+  void DoubleField(uint32_t field, double value);
 
   const std::string& data() const noexcept { return data_; }
   std::string& mutable_data() noexcept { return data_; }

@@ -213,3 +213,19 @@ def test_the_server_refuses_malformed_requests_naming_the_problem(message, probl
     with pytest.raises(ValueError) as caught:
         _core.InsertRequest(message)
     assert problem in str(caught.value)
+
+
+@pytest.mark.parametrize("timeout", [-1.0, 0.0, 2.5])
+def test_sample_requests_read_back_as_protobuf_writes_them(timeout):
+    # The same-host transport writes SampleRequests in the core.
+    raw = _core.encode_sample_request("tåble", 2**40, timeout)
+    message = _proto.SampleRequest.FromString(raw)
+    assert (message.table, message.num_samples, message.timeout_seconds) == (
+        "tåble",
+        2**40,
+        timeout,
+    )
+    assert message.max_per_response == 0
+    written = _proto.SampleRequest(table="tåble", num_samples=2**40, timeout_seconds=timeout)
+    if timeout:  # (protobuf leaves a 0.0 out; the core writes it)
+        assert raw == written.SerializeToString()

@@ -130,10 +130,7 @@ class LocalTransport(RemoteTransport):
         if connections is None:
             return super().sample(table, num_samples, timeout)
         wait = finite_timeout(timeout)
-        request = _proto.SampleRequest(
-            table=table, num_samples=num_samples, timeout_seconds=-1.0 if wait is None else wait
-        ).SerializeToString()
-        what = f"Sample from table {table!r}"
+        request = _core.encode_sample_request(table, num_samples, -1.0 if wait is None else wait)
         try:
             client = connections.take()
         except LocalRpcError:
@@ -148,12 +145,12 @@ class LocalTransport(RemoteTransport):
                 return GatheredSampleBatch(*answer)
             return RemoteSampleBatch(answer[0], until_end_of_request=True)
         except DeadlineExceededError as error:
-            raise sample_timeout(error, what) from None
+            raise sample_timeout(error, f"Sample from table {table!r}") from None
         except (_core.LocalStatusError, OSError) as error:
             rpc = rpc_error(error)
             if means_unreachable(rpc) and self.wait_for_server:
                 return super().sample(table, num_samples, timeout)
-            raise error_from_rpc(rpc, what) from None
+            raise error_from_rpc(rpc, f"Sample from table {table!r}") from None
         finally:
             connections.give_back(client)
 
