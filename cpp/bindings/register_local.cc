@@ -30,7 +30,9 @@
 #include "resound/local/local_server.h"
 #include "resound/local/replay_local_service.h"
 #include "resound/local/status_codes.h"
+#include "resound/proto_reader.h"
 #include "resound/table.h"
+#include "resound/wire_messages.h"
 
 namespace resound::bindings {
 namespace {
@@ -179,6 +181,30 @@ py::list ColumnsInRegion(const local::GatheredPart& part, const local::BatchRegi
                              lease.region->data() + part.region_offsets[c], base));
   }
   return columns;
+}
+
+// LocalClient.mutate_priorities: the request written, sent and its answer
+// read in one call (a learner's most frequent small call, where the bytes
+// objects and the response message on the way cost a tenth of it).
+py::tuple MutatePriorities(LocalClient& client, const std::string& table, const py::object& updates,
+                           const py::object& deletes, std::optional<double> timeout) {
+  const std::string request = WriteMutateRequest(table, updates, deletes);
+  const Deadline deadline = ToDeadline(timeout);
+  const auto [updated, deleted] = WithoutGil([&] {
+    if (request.size() > client.request_capacity()) GrowRequestRegion(client, request.size(), deadline);
+    std::memcpy(client.request_buffer(), request.data(), request.size());
+    const LocalClient::Response response = client.Call(local::kMutatePriorities, request.size(), deadline);
+    namespace f = wire::mutate_priorities_response;
+    ProtoReader reader({reinterpret_cast<const uint8_t*>(response.payload.data()), response.payload.size()},
+                       "MutatePrioritiesResponse");
+    uint64_t num_updated = 0, num_deleted = 0;
+    while (reader.Next()) {
+      if (reader.field() == f::kNumUpdated) num_updated = reader.varint();
+      if (reader.field() == f::kNumDeleted) num_deleted = reader.varint();
+    }
+    return std::pair{num_updated, num_deleted};
+  });
+  return py::make_tuple(updated, deleted);
 }
 
 // LocalClient.sample_gathered: see its docstring.
@@ -424,6 +450,10 @@ returns its size.)doc")
             return ResponseTuple(response);
           },
           py::arg("timeout") = py::none(), "The next part of the last request's answer (after more).")
+      .def("mutate_priorities", &MutatePriorities, py::arg("table"), py::arg("updates"), py::arg("deletes"),
+           py::arg("timeout") = py::none(),
+           "MutatePriorities on this connection: (num_updated, num_deleted). LocalStatusError with the "
+           "server's status if it refused.")
       .def("sample_gathered", &SampleGathered, py::arg("request"), py::arg("num_samples"),
            py::arg("timeout") = py::none(),
            R"doc(Sends a serialized SampleRequest (for up to `num_samples`) as SampleInto or

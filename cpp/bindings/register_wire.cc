@@ -128,34 +128,6 @@ py::tuple DecodeSampleResponse(py::handle message, ChunkStore& store, ChunkHolde
                             "replace")));
 }
 
-// A serialized MutatePrioritiesRequest, read from the updates and deletes
-// as Table.mutate_priorities reads them (the same errors): converting a
-// learner's 100 keys in Python and building the message cost it more than
-// the local call itself.
-py::bytes EncodeMutateRequest(const std::string& table, const py::object& updates, const py::object& deletes) {
-  namespace f = wire::mutate_priorities_request;
-  std::vector<uint64_t> keys;
-  std::vector<double> priorities;
-  if (!updates.is_none()) {
-    for (const auto& [key, priority] : ToUpdates(updates)) {
-      keys.push_back(key);
-      priorities.push_back(priority);
-    }
-  }
-  std::vector<uint64_t> delete_keys;
-  if (!deletes.is_none()) {
-    for (py::handle key : deletes) delete_keys.push_back(ToKey(key, "deletes key"));
-  }
-  ProtoWriter message;
-  message.BytesField(f::kTable, table);
-  if (!keys.empty()) {
-    message.PackedVarints(f::kUpdateKeys, keys);
-    message.PackedDoubles(f::kUpdatePriorities, priorities);
-  }
-  if (!delete_keys.empty()) message.PackedVarints(f::kDeleteKeys, delete_keys);
-  return py::bytes(message.data());
-}
-
 // A serialized SampleRequest: what Client.sample sends for each batch over
 // the same-host transport, where building it with the protobuf runtime
 // took a tenth of a sample of one.
@@ -415,8 +387,6 @@ malformed or does not pair up.
       .def_property_readonly("has_releases", &ReceivedInsert::has_releases)
       .def("__len__", &ReceivedInsert::num_items);
 
-  m.def("encode_mutate_request", &EncodeMutateRequest, py::arg("table"), py::arg("updates"), py::arg("deletes"),
-        "A serialized MutatePrioritiesRequest (updates and deletes as Table.mutate_priorities takes them).");
   m.def("encode_sample_request", &EncodeSampleRequest, py::arg("table"), py::arg("num_samples"),
         py::arg("timeout_seconds"), "A serialized SampleRequest (timeout_seconds < 0: no limit).");
   m.def("insert_response_keys", &InsertResponseKeys, py::arg("message"),

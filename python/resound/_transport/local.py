@@ -37,12 +37,10 @@ from resound._transport.local_connections import (
     CONNECT_SECONDS,
     LocalConnections,
     LocalRpcError,
-    call_once,
     rpc_error,
 )
 from resound._transport.remote import RemoteTransport
 from resound._transport.sample_stream import RemoteSampleBatch, SampleStream, sample_timeout
-from resound._wire.local_methods import LOCAL_METHODS
 from resound._wire.status import error_from_rpc, means_unreachable
 from resound._wire.timeouts import finite_timeout
 from resound.errors import DeadlineExceededError
@@ -60,9 +58,6 @@ _LOOK_AGAIN_SECONDS = 2.0
 def _details(error: grpc.RpcError) -> str:
     details = getattr(error, "details", None)
     return str(details() if callable(details) else error)
-
-
-_MUTATE_PRIORITIES = LOCAL_METHODS["MutatePriorities"]
 
 
 class LocalTransport(RemoteTransport):
@@ -167,15 +162,20 @@ class LocalTransport(RemoteTransport):
         connections = self._local_connections()
         if connections is None:
             return super().mutate_priorities(table, updates, deletes)
-        request = _core.encode_mutate_request(table, updates, deletes)
         try:
-            answer = call_once(connections, _MUTATE_PRIORITIES, request, None)
-        except LocalRpcError as error:
-            if means_unreachable(error) and self.wait_for_server:
+            client = connections.take()
+        except LocalRpcError:
+            return super().mutate_priorities(table, updates, deletes)  # waits for the server
+        try:
+            # (Written, sent and read in the core: bad updates raise ValueError.)
+            return client.mutate_priorities(table, updates, deletes)
+        except (_core.LocalStatusError, DeadlineExceededError, OSError) as error:
+            rpc = rpc_error(error)
+            if means_unreachable(rpc) and self.wait_for_server:
                 return super().mutate_priorities(table, updates, deletes)
-            raise error_from_rpc(error, f"MutatePriorities of {table!r}") from None
-        response = _proto.MutatePrioritiesResponse.FromString(answer)
-        return response.num_updated, response.num_deleted
+            raise error_from_rpc(rpc, f"MutatePriorities of {table!r}") from None
+        finally:
+            connections.give_back(client)
 
     @property
     def local_path(self) -> str | None:
