@@ -525,6 +525,13 @@ def main() -> None:
             ["workload", "payload", "CPU us/unit", "library"],
             cpu_rows,
         )
+        if RESOUND_TRANSPORT == "local":
+            # (Otherwise a one-call-at-a-time row reads as work it is not.)
+            print(
+                "(over the same-host transport a connection's thread spins for its client's "
+                "next request, up to 1 ms after each answer: a client calling in a loop keeps "
+                "it busy, so one-call-at-a-time rows count that spin as server CPU)"
+            )
     if RESOUND_TRANSPORT == "local":
         for r in rows:
             if r[0] == "sample_uniform" and r[1] == "400 KB":
