@@ -14,6 +14,7 @@ _Trajectory = Sequence[_Column]
 MAX_SAMPLES_PER_CALL: int
 MAX_HISTOGRAM_BINS: int
 HAS_LOCAL_TRANSPORT: bool
+LOCAL_FRAME_VERSION: int
 # The sides of a table's wake signal (Table.arm_wake, take_wakes): bit flags.
 WAKE_INSERTS: int
 WAKE_SAMPLES: int

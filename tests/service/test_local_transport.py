@@ -237,11 +237,13 @@ def test_calls_end_when_the_server_stops_and_find_a_restarted_one(config, tmp_pa
 # --- frames no client library sends
 
 _HEADER = struct.Struct("<IHHIIQQQ")
+# This build's protocol version (a frame of another is refused before anything else).
+_VERSION = getattr(_core, "LOCAL_FRAME_VERSION", 0)
 
 
 def frame(kind: int, method: int = 0, flags: int = 0, request: int = 1, offset: int = 0,
           length: int = 0) -> bytes:  # fmt: skip
-    return _HEADER.pack(0x464C5352, 1, kind, method, flags, request, offset, length)
+    return _HEADER.pack(0x464C5352, _VERSION, kind, method, flags, request, offset, length)
 
 
 def sealed_region(size: int) -> int:
@@ -269,6 +271,7 @@ def test_random_frames_leave_the_tables_intact():
         rng = random.Random(11)
         region = sealed_region(4096)
         hello = frame(1, length=16) + struct.pack("<QQ", 4096, 4096)
+        welcomed = 0
         for trial in range(300):
             with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as sock:
                 sock.settimeout(SAFETY)
@@ -276,9 +279,13 @@ def test_random_frames_leave_the_tables_intact():
                 if trial % 3:
                     send(sock, hello, [region])
                     try:
-                        sock.recvmsg(70_000, 64)  # the welcome (or why not)
+                        welcome, fds, _, _ = sock.recvmsg(70_000, 64)  # the welcome (or why not)
                     except OSError:
                         continue
+                    welcomed += _HEADER.unpack_from(welcome)[2] == 2  # (kind 2: welcome)
+                    for _, _, data in fds:  # the server's region: not needed
+                        for fd in array.array("i", data):
+                            os.close(fd)
                 # The region's head: a data tail's message size, and bytes.
                 size = rng.choice([0, 8, 150, 4000, 2**63])
                 os.pwrite(region, struct.pack("<Q", size) + rng.randbytes(200), 0)
@@ -296,6 +303,7 @@ def test_random_frames_leave_the_tables_intact():
                     data[rng.randrange(len(data))] = rng.randrange(256)
                 send(sock, bytes(data), [region] if rng.random() < 0.1 else [])
         os.close(region)
+        assert welcomed == 200  # the frames got past the handshake
         wait_until(
             lambda: server._local.num_connections == connections, "the fuzzed connections to end"
         )
@@ -369,6 +377,31 @@ def test_an_item_larger_than_the_connections_region_is_sampled_through_a_larger_
         client.reset("replay")
         insert_and_sample(client, 3.0)
         assert isinstance(chosen(client), LocalTransport)
+        client.close()
+    finally:
+        server.stop()
+
+
+def test_a_frame_of_another_protocol_version_is_refused():
+    # A client and a server of different versions: the hello is answered
+    # with an error frame and the connection closed (the client then uses
+    # gRPC), the tables as they were.
+    server = resound.Server([replay()])
+    try:
+        path = server.local_address[len("unix://") :]
+        region = sealed_region(4096)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as sock:
+            sock.settimeout(SAFETY)
+            sock.connect(path)
+            old = _HEADER.pack(0x464C5352, _VERSION - 1, 1, 0, 0, 1, 0, 16)
+            send(sock, old + struct.pack("<QQ", 4096, 4096), [region])
+            answer = sock.recv(70_000)
+            assert _HEADER.unpack_from(answer)[2] == 5  # kind 5: an error
+            assert b"version" in answer
+            assert sock.recv(70_000) == b""  # closed
+        os.close(region)
+        client = resound.Client(server.local_address)
+        insert_and_sample(client, 4.0)
         client.close()
     finally:
         server.stop()
