@@ -131,6 +131,15 @@ void GrowRequestRegion(LocalClient& client, size_t bytes, const Deadline& deadli
   client.GrowRequestRegion((bytes + kMiB - 1) / kMiB * kMiB, deadline);
 }
 
+// Copies `request` into the upload region (grown if it is smaller), sends
+// it and waits for its answer. Called without the GIL.
+LocalClient::Response CallWith(LocalClient& client, uint32_t method, std::span<const std::byte> request,
+                               const Deadline& deadline) {
+  if (request.size() > client.request_capacity()) GrowRequestRegion(client, request.size(), deadline);
+  std::memcpy(client.request_buffer(), request.data(), request.size());
+  return client.Call(method, request.size(), deadline);
+}
+
 // (payload as bytes, more) of a response.
 py::tuple ResponseTuple(const LocalClient::Response& response) {
   return py::make_tuple(py::bytes(reinterpret_cast<const char*>(response.payload.data()), response.payload.size()),
@@ -192,9 +201,7 @@ py::tuple MutatePriorities(LocalClient& client, const std::string& table, const 
   const std::string request = WriteMutateRequest(table, updates, deletes);
   const Deadline deadline = ToDeadline(timeout);
   const auto [updated, deleted] = WithoutGil([&] {
-    if (request.size() > client.request_capacity()) GrowRequestRegion(client, request.size(), deadline);
-    std::memcpy(client.request_buffer(), request.data(), request.size());
-    const LocalClient::Response response = client.Call(local::kMutatePriorities, request.size(), deadline);
+    const LocalClient::Response response = CallWith(client, local::kMutatePriorities, std::as_bytes(std::span(request)), deadline);
     namespace f = wire::mutate_priorities_response;
     ProtoReader reader({reinterpret_cast<const uint8_t*>(response.payload.data()), response.payload.size()},
                        "MutatePrioritiesResponse");
@@ -382,9 +389,7 @@ refused). `call` and `continue_call` return (response bytes, more).)doc")
             const BufferView view(request);
             const Deadline deadline = ToDeadline(timeout);
             const LocalClient::Response response = WithoutGil([&] {
-              if (view.size() > client.request_capacity()) GrowRequestRegion(client, view.size(), deadline);
-              std::memcpy(client.request_buffer(), view.data(), view.size());
-              return client.Call(method, view.size(), deadline);
+              return CallWith(client, method, {static_cast<const std::byte*>(view.data()), view.size()}, deadline);
             });
             return ResponseTuple(response);
           },

@@ -40,6 +40,13 @@ ChunkMetadata ReadLayout(ProtoReader reader) {
   return layout;
 }
 
+// The bytes of the chunks' payloads together.
+size_t PayloadBytes(const std::vector<const Chunk*>& chunks) noexcept {
+  size_t bytes = 0;
+  for (const Chunk* chunk : chunks) bytes += chunk->data_size();
+  return bytes;
+}
+
 // The chunks' payloads back to back at `out`.
 void CopyPayloads(const std::vector<const Chunk*>& chunks, char* out) {
   for (const Chunk* chunk : chunks) {
@@ -85,8 +92,7 @@ void WriteTrajectories(ProtoWriter& out, uint32_t field, const PackedTrajectorie
 
 void WriteWithPayloads(ProtoWriter& message, uint32_t field, const std::vector<const Chunk*>& chunks,
                        const std::function<char*(size_t)>& allocate) {
-  size_t bytes = 0;
-  for (const Chunk* chunk : chunks) bytes += chunk->data_size();
+  const size_t bytes = PayloadBytes(chunks);
   if (bytes > 0) {
     message.Tag(field, ProtoWriter::kLengthDelimited);
     message.Varint(bytes);
@@ -99,8 +105,7 @@ void WriteWithPayloads(ProtoWriter& message, uint32_t field, const std::vector<c
 
 void WriteWithDataTail(const ProtoWriter& message, const std::vector<const Chunk*>& chunks,
                        const std::function<char*(size_t)>& allocate) {
-  size_t bytes = 0;
-  for (const Chunk* chunk : chunks) bytes += chunk->data_size();
+  const size_t bytes = PayloadBytes(chunks);
   const std::string& head = message.data();
   const uint64_t head_size = head.size();
   char* out = allocate(sizeof head_size + head.size() + bytes);

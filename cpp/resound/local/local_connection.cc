@@ -198,11 +198,12 @@ void LocalConnection::Serve(LocalService& service, int stop_fd) {
                           : std::span<const std::byte>(message_).subspan(Frame::kHeaderBytes);
     std::span<const std::byte> data_tail;
     if (frame.data_tail()) {
-      const uint64_t message_bytes = payload.size() < sizeof(uint64_t) ? ~uint64_t{0} : ReadU64(payload, 0);
-      if (message_bytes > payload.size() - std::min(payload.size(), sizeof(uint64_t)) ||
-          frame.method == kContinueMethod) {
-        throw InvalidArgumentError("a request's data tail must follow its message size and message");
-      }
+      const auto malformed = [] {
+        return InvalidArgumentError("a request's data tail must follow its message size and message");
+      };
+      if (payload.size() < sizeof(uint64_t) || frame.method == kContinueMethod) throw malformed();
+      const uint64_t message_bytes = ReadU64(payload, 0);
+      if (message_bytes > payload.size() - sizeof(uint64_t)) throw malformed();
       data_tail = payload.subspan(sizeof(uint64_t) + message_bytes);
       payload = payload.subspan(sizeof(uint64_t), message_bytes);
     }
