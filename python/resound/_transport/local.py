@@ -26,7 +26,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import grpc
 
@@ -49,6 +50,8 @@ from resound.tls import ClientTls
 __all__ = ["UNIX_SCHEME", "LocalRpcError", "LocalTransport"]
 
 _LOGGER = logging.getLogger("resound")
+
+T = TypeVar("T")
 
 UNIX_SCHEME = "unix://"
 # After finding no endpoint, gRPC is used this long before looking again.
@@ -121,17 +124,13 @@ class LocalTransport(RemoteTransport):
     ) -> RemoteSampleBatch | GatheredSampleBatch:
         """One batch, gathered by the server into shared memory when every
         column stacks (one copy on this side), else as SampleResponses."""
-        connections = self._local_connections()
-        if connections is None:
-            return super().sample(table, num_samples, timeout)
-        wait = finite_timeout(timeout)
-        request = _core.encode_sample_request(table, num_samples, -1.0 if wait is None else wait)
-        try:
-            client = connections.take()
-        except LocalRpcError:
-            return super().sample(table, num_samples, timeout)  # waits for the server
-        try:
-            # As a SampleStream's request: a timeout is an answer.
+        what = f"Sample from table {table!r}"
+
+        def on_socket(client: Any) -> RemoteSampleBatch | GatheredSampleBatch:
+            wait = finite_timeout(timeout)
+            request = _core.encode_sample_request(
+                table, num_samples, -1.0 if wait is None else wait
+            )
             try:
                 kind, *answer = client.sample_gathered(request, num_samples)
             except ValueError as error:
@@ -139,15 +138,14 @@ class LocalTransport(RemoteTransport):
             if kind == "gathered":
                 return GatheredSampleBatch(*answer)
             return RemoteSampleBatch(answer[0], until_end_of_request=True)
-        except DeadlineExceededError as error:
-            raise sample_timeout(error, f"Sample from table {table!r}") from None
-        except (_core.LocalStatusError, OSError) as error:
-            rpc = rpc_error(error)
-            if means_unreachable(rpc) and self.wait_for_server:
-                return super().sample(table, num_samples, timeout)
-            raise error_from_rpc(rpc, f"Sample from table {table!r}") from None
-        finally:
-            connections.give_back(client)
+
+        return self._on_socket(
+            on_socket,
+            lambda: super(LocalTransport, self).sample(table, num_samples, timeout),
+            what,
+            # As a SampleStream's request: a timeout is an answer.
+            on_timeout=lambda error: sample_timeout(error, what),
+        )
 
     def open_sample_stream(self, table: str) -> SampleStream | None:  # type: ignore[override]
         """None while the calls go over the socket: a dataset then takes its
@@ -159,21 +157,43 @@ class LocalTransport(RemoteTransport):
         return super().open_sample_stream(table)
 
     def mutate_priorities(self, table: str, updates: Any, deletes: Any) -> tuple[int, int]:
+        # (Written, sent and read in the core: bad updates raise ValueError.)
+        return self._on_socket(
+            lambda client: client.mutate_priorities(table, updates, deletes),
+            lambda: super(LocalTransport, self).mutate_priorities(table, updates, deletes),
+            f"MutatePriorities of {table!r}",
+        )
+
+    def _on_socket(
+        self,
+        call: Callable[[Any], T],
+        over_grpc: Callable[[], T],
+        what: str,
+        on_timeout: Callable[[DeadlineExceededError], BaseException] | None = None,
+    ) -> T:
+        """``call(connection)`` on a pooled connection to the socket, or
+        ``over_grpc()`` while there is none, and when the server is away
+        (gRPC's call waits for it). Other failures raise as the gRPC call's
+        would, naming ``what``; a timeout raises ``on_timeout(error)`` if
+        given."""
         connections = self._local_connections()
         if connections is None:
-            return super().mutate_priorities(table, updates, deletes)
+            return over_grpc()
         try:
             client = connections.take()
         except LocalRpcError:
-            return super().mutate_priorities(table, updates, deletes)  # waits for the server
+            return over_grpc()  # waits for the server
         try:
-            # (Written, sent and read in the core: bad updates raise ValueError.)
-            return client.mutate_priorities(table, updates, deletes)
-        except (_core.LocalStatusError, DeadlineExceededError, OSError) as error:
+            return call(client)
+        except DeadlineExceededError as error:
+            if on_timeout is not None:
+                raise on_timeout(error) from None
+            raise error_from_rpc(rpc_error(error), what) from None
+        except (_core.LocalStatusError, OSError) as error:
             rpc = rpc_error(error)
             if means_unreachable(rpc) and self.wait_for_server:
-                return super().mutate_priorities(table, updates, deletes)
-            raise error_from_rpc(rpc, f"MutatePriorities of {table!r}") from None
+                return over_grpc()
+            raise error_from_rpc(rpc, what) from None
         finally:
             connections.give_back(client)
 
