@@ -242,8 +242,8 @@ _VERSION = getattr(_core, "LOCAL_FRAME_VERSION", 0)
 
 
 def frame(kind: int, method: int = 0, flags: int = 0, request: int = 1, offset: int = 0,
-          length: int = 0) -> bytes:  # fmt: skip
-    return _HEADER.pack(0x464C5352, _VERSION, kind, method, flags, request, offset, length)
+          length: int = 0, version: int = _VERSION) -> bytes:  # fmt: skip
+    return _HEADER.pack(0x464C5352, version, kind, method, flags, request, offset, length)
 
 
 def sealed_region(size: int) -> int:
@@ -315,6 +315,31 @@ def test_random_frames_leave_the_tables_intact():
         server.stop()
 
 
+def test_a_frame_of_another_protocol_version_is_refused():
+    # A client and a server of different versions: the hello is answered
+    # with an error frame and the connection closed (the client then uses
+    # gRPC), the tables as they were.
+    server = resound.Server([replay()])
+    try:
+        path = server.local_address[len("unix://") :]
+        region = sealed_region(4096)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as sock:
+            sock.settimeout(SAFETY)
+            sock.connect(path)
+            hello = frame(1, length=16, version=_VERSION - 1) + struct.pack("<QQ", 4096, 4096)
+            send(sock, hello, [region])
+            answer = sock.recv(70_000)
+            assert _HEADER.unpack_from(answer)[2] == 5  # kind 5: an error
+            assert b"version" in answer
+            assert sock.recv(70_000) == b""  # closed
+        os.close(region)
+        client = resound.Client(server.local_address)
+        insert_and_sample(client, 4.0)
+        client.close()
+    finally:
+        server.stop()
+
+
 # --- batches gathered into shared memory
 
 
@@ -377,31 +402,6 @@ def test_an_item_larger_than_the_connections_region_is_sampled_through_a_larger_
         client.reset("replay")
         insert_and_sample(client, 3.0)
         assert isinstance(chosen(client), LocalTransport)
-        client.close()
-    finally:
-        server.stop()
-
-
-def test_a_frame_of_another_protocol_version_is_refused():
-    # A client and a server of different versions: the hello is answered
-    # with an error frame and the connection closed (the client then uses
-    # gRPC), the tables as they were.
-    server = resound.Server([replay()])
-    try:
-        path = server.local_address[len("unix://") :]
-        region = sealed_region(4096)
-        with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as sock:
-            sock.settimeout(SAFETY)
-            sock.connect(path)
-            old = _HEADER.pack(0x464C5352, _VERSION - 1, 1, 0, 0, 1, 0, 16)
-            send(sock, old + struct.pack("<QQ", 4096, 4096), [region])
-            answer = sock.recv(70_000)
-            assert _HEADER.unpack_from(answer)[2] == 5  # kind 5: an error
-            assert b"version" in answer
-            assert sock.recv(70_000) == b""  # closed
-        os.close(region)
-        client = resound.Client(server.local_address)
-        insert_and_sample(client, 4.0)
         client.close()
     finally:
         server.stop()
