@@ -150,8 +150,16 @@ bool LocalSocket::Receive(MessageBuffer& buffer, size_t max_bytes, std::vector<U
   message.msg_control = control;
   message.msg_controllen = sizeof control;
   ssize_t received;
+  bool reset = false;
   while ((received = ::recvmsg(fd_.get(), &message, MSG_CMSG_CLOEXEC)) < 0) {
     if (errno == EINTR) continue;
+    // A peer that closed with messages of ours unread leaves
+    // ECONNRESET, reported once before what it sent last (its farewell):
+    // that is still read.
+    if (errno == ECONNRESET && !reset) {
+      reset = true;
+      continue;
+    }
     if (errno == ECONNRESET) return false;
     throw IoError("receiving on a local connection");
   }
