@@ -25,6 +25,7 @@
 #include "resound/chunk_store.h"
 #include "resound/deadline.h"
 #include "resound/insert_request_encoder.h"
+#include "resound/local/doorbell.h"
 #include "resound/local/frame.h"
 #include "resound/local/gathered_batch.h"
 #include "resound/local/local_client.h"
@@ -318,6 +319,7 @@ py::tuple SampleGathered(LocalClient& client, py::handle request, int64_t num_sa
 void RegisterLocal(py::module_& m) {
   // The frame header's version (tests that write frames by hand use it).
   m.attr("LOCAL_FRAME_VERSION") = local::Frame::kVersion;
+  m.attr("LOCAL_CONTROL_BYTES") = local::Doorbell::kControlBytes;
   const std::string qualified = "resound._core.LocalStatusError";
   g_local_status_error = PyErr_NewExceptionWithDoc(
       qualified.c_str(), "A local call that ended with a status: args are (code, message), gRPC's codes.",

@@ -23,6 +23,7 @@
 
 #include "check.h"
 #include "resound/errors.h"
+#include "resound/local/doorbell.h"
 #include "resound/local/frame.h"
 #include "resound/local/local_client.h"
 #include "resound/local/local_connection.h"
@@ -40,12 +41,14 @@ constexpr uint32_t kHalves = 3;   // answers in two parts (a continuation)
 constexpr uint32_t kWait = 4;     // waits until abandoned
 constexpr uint32_t kSilent = 5;   // gives no answer
 constexpr uint32_t kLater = 6;    // echoes once the test releases it
+constexpr uint32_t kGrowThenFail = 7;  // enlarges the download region, then fails
 
 class TestService final : public LocalService, public LocalSession {
  public:
   std::atomic<int> waiting{0};
   std::atomic<int> abandoned{0};
   std::atomic<bool> released{false};  // kLater's answers go
+  std::atomic<int> looks{0};          // kLater's looks at abandoned()
 
   // One session for all: the test's methods keep no state per connection.
   std::unique_ptr<LocalSession> Open() override { return std::make_unique<Forward>(*this); }
@@ -84,11 +87,18 @@ class TestService final : public LocalService, public LocalSession {
       }
       case kLater: {
         const std::vector<std::byte> copy(request.begin(), request.end());
-        while (!released && !reply.abandoned()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        while (!released && !reply.abandoned()) {
+          ++looks;
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        if (!released) ++abandoned;
         std::memcpy(reply.Allocate(copy.size()), copy.data(), copy.size());
         reply.Send(copy.size());
         return;
       }
+      case kGrowThenFail:
+        RESOUND_CHECK(reply.Enlarge(2 * reply.capacity()));
+        throw StatusError(kResourceExhausted, "too large after all");
       case kWait:
         ++waiting;
         while (!reply.abandoned()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -282,11 +292,12 @@ void BrokenClientsAreDroppedAndOthersServed(const std::string& dir) {
   limits.max_region_bytes = 1 << 20;
   limits.handshake_seconds = 5;
   LocalServer server({dir + "/e.sock", {}, 64, limits, "t"}, service);
-  SharedMemory sealed = SharedMemory::Create("test", 4096, false);
+  // Regions of 4096 payload bytes (after the control page).
+  SharedMemory sealed = SharedMemory::Create("test", 4096 + Doorbell::kControlBytes, false);
   const int sealed_fd = sealed.fd();
   // A region that can shrink under the server's mapping.
   const int unsealed = ::memfd_create("unsealed", MFD_CLOEXEC);
-  RESOUND_CHECK(unsealed >= 0 && ::ftruncate(unsealed, 4096) == 0);
+  RESOUND_CHECK(unsealed >= 0 && ::ftruncate(unsealed, 4096 + Doorbell::kControlBytes) == 0);
   RESOUND_CHECK(RefusedRaw(server.path(), Hello(4096, 4096), {&unsealed, 1}));
   ::close(unsealed);
   // Sizes that do not match the region, or above the server's limit.
@@ -312,11 +323,16 @@ void BrokenClientsAreDroppedAndOthersServed(const std::string& dir) {
     const std::span<const std::byte> parts[] = {junk};
     socket.Send(parts, {&sealed_fd, 1});
   }
-  // After a handshake: a payload outside the region, a bad kind, two descriptors.
-  for (int kind = 0; kind < 3; ++kind) {
+  // After a handshake: a payload outside the region, a bad kind, two
+  // descriptors, a doorbell count that skips frames (then a wake).
+  for (int kind = 0; kind < 4; ++kind) {
     LocalClient client(server.path(), 4096, 4096, Soon());
+    if (kind == 3) {
+      const uint64_t skipped = 5;
+      std::memcpy(client.request_buffer() - Doorbell::kControlBytes, &skipped, sizeof skipped);
+    }
     Frame frame;
-    frame.kind = kind == 1 ? Frame::kWelcome : Frame::kRequest;
+    frame.kind = kind == 1 ? Frame::kWelcome : kind == 3 ? Frame::kWake : Frame::kRequest;
     frame.method = kEcho;
     frame.flags = Frame::kInShared;
     frame.request_id = 1;
@@ -340,6 +356,68 @@ void BrokenClientsAreDroppedAndOthersServed(const std::string& dir) {
   LocalClient good(server.path(), 4096, 4096, Soon());
   RESOUND_CHECK(Text(good.Call(kEcho, Put(good, "still here"), Soon()).payload) == "still here");
   WaitFor([&] { return server.num_connections() == 1; });
+}
+
+// Frames rung through shared memory, with both sides sleeping as soon as
+// they can (no spin): every request and answer may need its wake, and none
+// may be lost (a lost one would leave its call waiting until the deadline).
+void NoWakeIsLost(const std::string& dir) {
+  auto service = std::make_shared<TestService>();
+  ConnectionLimits limits;
+  limits.spin_floor = limits.spin_ceiling = std::chrono::nanoseconds(0);
+  LocalServer server({dir + "/wakes.sock", {}, 8, limits, "t"}, service);
+  std::atomic<int> answered{0};
+  std::atomic<uint64_t> wakes{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&, t] {
+      LocalClient client(server.path(), 4096, 4096, Soon());
+      if (t > 0) client.SetSpin(std::chrono::nanoseconds(0));
+      for (int i = 0; i < 2000; ++i) {
+        const std::string text = std::to_string(t) + ":" + std::to_string(i);
+        try {
+          if (Text(client.Call(kEcho, Put(client, text), Soon()).payload) == text) ++answered;
+        } catch (const std::exception&) {
+          return;
+        }
+      }
+      client.CheckOpen();  // a wake left over for an answer already taken is no hang-up
+      wakes += client.wakes_sent();
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  RESOUND_CHECK(answered == 6000);
+  RESOUND_CHECK(wakes > 0);  // the server slept, and was woken
+
+  // A wake that comes while a request runs (one for a frame already taken)
+  // is not the client hanging up: the request goes on.
+  LocalClient client(server.path(), 4096, 4096, Soon());
+  client.Start(kLater, Put(client, "later"));
+  WaitFor([&] { return service->looks > 0; });
+  LocalSocket raw(UniqueFd(::dup(client.fd())));
+  Frame wake;
+  wake.kind = Frame::kWake;
+  std::array<std::byte, Frame::kHeaderBytes> header{};
+  wake.Encode(header);
+  const std::span<const std::byte> parts[] = {header};
+  raw.Send(parts);
+  const int looked = service->looks;
+  WaitFor([&] { return service->looks > looked + 2; });  // it looked since
+  service->released = true;
+  const auto answer = client.Finish(Soon());
+  RESOUND_CHECK(answer.has_value() && Text(answer->payload) == "later" && service->abandoned == 0);
+  // The wake left unread is dropped before the next request.
+  RESOUND_CHECK(Text(client.Call(kEcho, Put(client, "next"), Soon()).payload) == "next");
+
+  // A region made larger for an answer that then failed is not the
+  // client's yet: until it is sent, the server says it sleeps in the old.
+  LocalClient grown(server.path(), 4096, 4096, Soon());
+  RESOUND_CHECK(Throws<StatusError>([&] { grown.Call(kGrowThenFail, 0, Soon()); }));
+  RESOUND_CHECK(grown.response_capacity() == 4096);
+  for (int i = 0; i < 20; ++i) {
+    RESOUND_CHECK(Text(grown.Call(kEcho, Put(grown, "after"), Deadline::AfterSeconds(2)).payload) == "after");
+  }
+  RESOUND_CHECK(grown.response_capacity() == 8192);  // it came with the next answer
 }
 
 void ClientsCannotWriteTheServersRegion() {
@@ -380,6 +458,7 @@ int main() {
   resound::local::StopEndsWaitingCalls(dir);
   resound::local::OtherUsersAreRefused(dir);
   resound::local::BrokenClientsAreDroppedAndOthersServed(dir);
+  resound::local::NoWakeIsLost(dir);
   resound::local::ClientsCannotWriteTheServersRegion();
   resound::local::SpinningFollowsTheClientsGaps();
   ::rmdir(dir.c_str());

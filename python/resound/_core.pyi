@@ -15,6 +15,8 @@ MAX_SAMPLES_PER_CALL: int
 MAX_HISTOGRAM_BINS: int
 HAS_LOCAL_TRANSPORT: bool
 LOCAL_FRAME_VERSION: int
+# Bytes of a local connection's region before its payloads (its doorbell's control page).
+LOCAL_CONTROL_BYTES: int
 # The sides of a table's wake signal (Table.arm_wake, take_wakes): bit flags.
 WAKE_INSERTS: int
 WAKE_SAMPLES: int

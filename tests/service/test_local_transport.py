@@ -239,6 +239,8 @@ def test_calls_end_when_the_server_stops_and_find_a_restarted_one(config, tmp_pa
 _HEADER = struct.Struct("<IHHIIQQQ")
 # This build's protocol version (a frame of another is refused before anything else).
 _VERSION = getattr(_core, "LOCAL_FRAME_VERSION", 0)
+# A region's control page (its doorbell), before its payloads.
+_CONTROL = getattr(_core, "LOCAL_CONTROL_BYTES", 0)
 
 
 def frame(kind: int, method: int = 0, flags: int = 0, request: int = 1, offset: int = 0,
@@ -269,7 +271,7 @@ def test_random_frames_leave_the_tables_intact():
         connections = server._local.num_connections  # the client's own, idle
         path = server.local_address[len("unix://") :]
         rng = random.Random(11)
-        region = sealed_region(4096)
+        region = sealed_region(_CONTROL + 4096)
         hello = frame(1, length=16) + struct.pack("<QQ", 4096, 4096)
         welcomed = 0
         for trial in range(300):
@@ -286,12 +288,23 @@ def test_random_frames_leave_the_tables_intact():
                     for _, _, data in fds:  # the server's region: not needed
                         for fd in array.array("i", data):
                             os.close(fd)
-                # The region's head: a data tail's message size, and bytes.
+                # The payloads' head: a data tail's message size, and bytes.
                 size = rng.choice([0, 8, 150, 4000, 2**63])
-                os.pwrite(region, struct.pack("<Q", size) + rng.randbytes(200), 0)
+                os.pwrite(region, struct.pack("<Q", size) + rng.randbytes(200), _CONTROL)
+                # The control page: a doorbell count (1 rings a request) and
+                # the rung frame's header.
+                rung = frame(
+                    rng.choice([3, 4, 6, 7]),
+                    method=rng.choice([0, 1, 2, 4, 99]),
+                    flags=rng.choice([0, 1, 4, 5, 8]),
+                    offset=rng.choice([0, 4000]),
+                    length=rng.choice([0, 16, 200, 5000]),
+                )
+                count = rng.choice([0, 1, 1, 2, 2**64 - 1])
+                os.pwrite(region, struct.pack("<Q", count) + rung, 0)
                 data = bytearray(
                     frame(
-                        rng.choice([1, 2, 3, 4, 5, 9]),
+                        rng.choice([1, 2, 3, 4, 5, 7, 9]),
                         method=rng.choice([0, 1, 2, 3, 4, 6, 99]),
                         flags=rng.choice([0, 1, 2, 3, 4, 5, 8, 9, 16]),
                         offset=rng.choice([0, 4000, 2**63]),
@@ -322,7 +335,7 @@ def test_a_frame_of_another_protocol_version_is_refused():
     server = resound.Server([replay()])
     try:
         path = server.local_address[len("unix://") :]
-        region = sealed_region(4096)
+        region = sealed_region(_CONTROL + 4096)
         with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as sock:
             sock.settimeout(SAFETY)
             sock.connect(path)

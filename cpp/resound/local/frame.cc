@@ -48,7 +48,7 @@ Frame Frame::Decode(std::span<const std::byte> message) {
   }
   Frame frame;
   frame.kind = Get<uint16_t>(p, 6);
-  if (frame.kind < kHello || frame.kind > kRegion) {
+  if (frame.kind < kHello || frame.kind > kWake) {
     throw InvalidArgumentError("local frame: unknown kind " + std::to_string(frame.kind));
   }
   frame.method = Get<uint32_t>(p, 8);

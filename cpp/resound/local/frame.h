@@ -1,11 +1,12 @@
 // The unit of the local transport's protocol (docs/local-transport.md): one
 // SOCK_SEQPACKET message, a fixed 40-byte header followed by an inline
 // payload of at most kMaxInlineBytes, or a payload in the sender's shared
-// memory region that the header points at.
+// memory region that the header points at; or a header alone, rung
+// through shared memory (Doorbell).
 //
 // Every field comes from another process: Decode checks the magic, version,
 // kind and lengths, and the receiver checks offsets against its region
-// (SharedMemory::View), before anything else reads the frame.
+// (Doorbell::PayloadView), before anything else reads the frame.
 #ifndef RESOUND_LOCAL_FRAME_H_
 #define RESOUND_LOCAL_FRAME_H_
 
@@ -17,7 +18,7 @@ namespace resound::local {
 
 struct Frame {
   static constexpr uint32_t kMagic = 0x464c5352;  // "RSLF"
-  static constexpr uint16_t kVersion = 2;  // 2: kDataTail
+  static constexpr uint16_t kVersion = 3;  // 2: kDataTail; 3: Doorbell's control pages, kWake
   static constexpr size_t kHeaderBytes = 40;
   // Larger payloads go through shared memory (a socket buffer holds ~200 KB).
   static constexpr size_t kMaxInlineBytes = 64 * 1024;
@@ -29,9 +30,10 @@ struct Frame {
     kResponse = 4,  // server -> client: the call's answer (kLast on the final one)
     kError = 5,     // server -> client: the call failed; payload u32 code, text
     kRegion = 6,    // client -> server: a larger upload region (fd) for larger requests
+    kWake = 7,      // either way: a frame was rung while the receiver slept (see Doorbell)
   };
   enum Flags : uint32_t {
-    kInShared = 1,  // the payload is [offset, offset + length) of the sender's region
+    kInShared = 1,  // the payload is [offset, offset + length) of the sender's region's payload area
     kLast = 2,      // the last response to the request
     // A request whose payload is a u64 n, n bytes of message, then data
     // bytes (chunk payloads) the server copies out as they are and reads

@@ -18,10 +18,6 @@
 namespace resound::local {
 namespace {
 
-// How long a call looks for its answer before it sleeps: a small call's
-// round trip (a sample of one, an insert, a priority update) is 10-40 us.
-constexpr std::chrono::microseconds kSpinBeforeSleeping{50};
-
 // The most token bytes a welcome may carry.
 constexpr size_t kMaxTokenBytes = 1024;
 
@@ -43,7 +39,8 @@ std::span<const std::byte> PayloadOf(const MessageBuffer& message) {
 LocalClient::LocalClient(const std::string& path, size_t upload_bytes, size_t download_bytes,
                          const Deadline& deadline)
     : socket_(LocalSocket::Connect(path)) {
-  upload_ = SharedMemory::Create("resound-local-upload", upload_bytes, false);
+  upload_ = SharedMemory::Create("resound-local-upload", upload_bytes + Doorbell::kControlBytes, false);
+  bell_.Attach(upload_);
   Frame hello;
   hello.kind = Frame::kHello;
   hello.length = 16;
@@ -81,7 +78,8 @@ LocalClient::LocalClient(const std::string& path, size_t upload_bytes, size_t do
     throw InvalidArgumentError("local connection to " + path + ": not a resound server's welcome");
   }
   token_.assign(reinterpret_cast<const char*>(payload.data()), payload.size());
-  download_ = SharedMemory::Adopt(std::move(fds.front()), download_bytes, true);
+  download_ = SharedMemory::Adopt(std::move(fds.front()), download_bytes + Doorbell::kControlBytes, true);
+  bell_.Listen(download_);
 }
 
 LocalClient::Response LocalClient::Call(uint32_t method, size_t size, const Deadline& deadline,
@@ -92,9 +90,9 @@ LocalClient::Response LocalClient::Call(uint32_t method, size_t size, const Dead
 }
 
 void LocalClient::CheckFits(size_t size) const {
-  if (size > upload_.size()) {
+  if (size > request_capacity()) {
     throw InvalidArgumentError("local call: a request of " + std::to_string(size) + " bytes, above the region's " +
-                               std::to_string(upload_.size()));
+                               std::to_string(request_capacity()));
   }
 }
 
@@ -105,8 +103,23 @@ LocalClient::Response LocalClient::Continue(const Deadline& deadline) {
 void LocalClient::CheckOpen() {
   if (broken_) throw StatusError(kUnavailable, "local connection: broken by an earlier call");
   if (pending_request_ != 0) return;  // what is readable is its answer
-  if (socket_.WaitReadable(Deadline::AfterSeconds(0)) == LocalSocket::Wait::kReadable) {
-    ThrowEnded("local connection: the server closed it");
+  std::vector<UniqueFd> fds;
+  while (socket_.ReadableNow()) {
+    // A wake for an answer already taken (see Doorbell) is dropped; anything
+    // else is the server ending the connection.
+    bool received = false;
+    try {
+      received = socket_.Receive(message_, Frame::kHeaderBytes + Frame::kMaxInlineBytes, fds);
+    } catch (const std::exception&) {
+    }
+    if (!received) ThrowEnded("local connection: the server closed it");
+    const Frame frame = Frame::Decode(message_);
+    if (frame.kind != Frame::kWake) {
+      broken_ = true;
+      const std::span<const std::byte> payload = PayloadOf(message_);
+      if (frame.kind == Frame::kError && payload.size() >= sizeof(uint32_t)) throw ErrorOf(payload);
+      throw StatusError(kUnavailable, "local connection: the server closed it");
+    }
   }
 }
 
@@ -114,11 +127,13 @@ void LocalClient::ThrowEnded(const std::string& what) {
   broken_ = true;
   std::vector<UniqueFd> fds;
   try {
-    if (socket_.WaitReadable(Deadline::AfterSeconds(0)) == LocalSocket::Wait::kReadable &&
-        socket_.Receive(message_, Frame::kHeaderBytes + Frame::kMaxInlineBytes, fds)) {
+    // Its farewell, after any wakes.
+    while (socket_.ReadableNow() && socket_.Receive(message_, Frame::kHeaderBytes + Frame::kMaxInlineBytes, fds)) {
       const Frame farewell = Frame::Decode(message_);
+      if (farewell.kind == Frame::kWake) continue;
       const std::span<const std::byte> payload = PayloadOf(message_);
       if (farewell.kind == Frame::kError && payload.size() >= sizeof(uint32_t)) throw ErrorOf(payload);
+      break;
     }
   } catch (const StatusError&) {
     throw;
@@ -148,7 +163,7 @@ Frame LocalClient::SharedRequest(uint32_t method, size_t size, Layout layout) no
 }
 
 void LocalClient::GrowRequestRegion(size_t bytes, const Deadline& deadline) {
-  SharedMemory larger = SharedMemory::Create("resound-local-upload", bytes, false);
+  SharedMemory larger = SharedMemory::Create("resound-local-upload", bytes + Doorbell::kControlBytes, false);
   Frame frame;
   frame.kind = Frame::kRegion;
   frame.length = sizeof(uint64_t);
@@ -156,8 +171,15 @@ void LocalClient::GrowRequestRegion(size_t bytes, const Deadline& deadline) {
   const uint64_t value = bytes;
   std::memcpy(size.data(), &value, sizeof value);
   const int fd = larger.fd();
-  Send(frame, size, {&fd, 1}, deadline);  // StatusError if refused: the old region stays
-  upload_ = std::move(larger);
+  // Rung in from now on: the server listens to it before it answers.
+  bell_.Attach(larger);
+  try {
+    Send(frame, size, {&fd, 1}, deadline);
+  } catch (...) {
+    bell_.Attach(upload_);  // refused (or broken): the old region stays
+    throw;
+  }
+  upload_ = std::move(larger);  // (the same mapping: what the bell points at)
 }
 
 class LocalClient::CallGuard {
@@ -205,10 +227,16 @@ uint64_t LocalClient::SendFrame(Frame request, std::span<const std::byte> inline
                                 std::span<const int> fds) {
   if (broken_) throw StatusError(kUnavailable, "local connection: broken by an earlier call");
   request.request_id = next_request_++;
-  std::array<std::byte, Frame::kHeaderBytes> header{};
-  request.Encode(header);
-  const std::span<const std::byte> parts[] = {header, inline_payload};
   try {
+    // A request with nothing beside its header is rung; the socket carries
+    // one with an inline payload or descriptors (a region, a batch region).
+    if (request.kind == Frame::kRequest && inline_payload.empty() && fds.empty()) {
+      if (bell_.Ring(request)) bell_.SendWake(socket_);
+      return request.request_id;
+    }
+    std::array<std::byte, Frame::kHeaderBytes> header{};
+    request.Encode(header);
+    const std::span<const std::byte> parts[] = {header, inline_payload};
     socket_.Send(std::span<const std::span<const std::byte>>(parts, inline_payload.empty() ? 1 : 2), fds);
   } catch (const std::system_error& error) {
     ThrowEnded(std::string("local connection: the server went away (") + error.what() + ")");
@@ -218,61 +246,81 @@ uint64_t LocalClient::SendFrame(Frame request, std::span<const std::byte> inline
 
 void LocalClient::AdoptDownload(UniqueFd fd) {
   struct stat status {};
-  if (::fstat(fd.get(), &status) != 0 || status.st_size <= 0 ||
-      static_cast<uint64_t>(status.st_size) > kMaxDownloadBytes) {
+  if (::fstat(fd.get(), &status) != 0 || static_cast<uint64_t>(status.st_size) <= Doorbell::kControlBytes ||
+      static_cast<uint64_t>(status.st_size) > kMaxDownloadBytes + Doorbell::kControlBytes) {
     throw InvalidArgumentError("local call: the server's new region has no size, or one past the client's limit");
   }
   download_ = SharedMemory::Adopt(std::move(fd), static_cast<size_t>(status.st_size), true);
+  bell_.Listen(download_);
 }
 
 std::optional<LocalClient::Response> LocalClient::Await(uint64_t id, const Deadline& deadline, bool keep_waiting) {
   if (broken_) throw StatusError(kUnavailable, "local connection: broken by an earlier call");
-  // Most answers come within tens of microseconds: looked for without
-  // sleeping first, then waited for.
-  const LocalSocket::Wait waited = socket_.SpinUntilReadable(kSpinBeforeSleeping) ? LocalSocket::Wait::kReadable
-                                                                                   : socket_.WaitReadable(deadline);
-  if (waited == LocalSocket::Wait::kTimedOut && keep_waiting) return std::nullopt;
-  if (waited != LocalSocket::Wait::kReadable) {
-    // The answer may still come: this connection cannot be reused. (Shut
-    // down, not closed: another thread may be calling Shutdown on it.)
-    Shutdown();
-    throw DeadlineExceededError("local call: no answer before the deadline");
-  }
   std::vector<UniqueFd> received_fds;
-  bool received = false;
-  try {
-    received = socket_.Receive(message_, Frame::kHeaderBytes + Frame::kMaxInlineBytes, received_fds);
-  } catch (const std::system_error&) {
+  while (true) {
+    // Most answers come within tens of microseconds: looked for without
+    // sleeping first, then waited for.
+    Doorbell::Arrival arrival;
+    try {
+      arrival = bell_.Wait(socket_, spin_, deadline);
+    } catch (const InvalidArgumentError&) {
+      broken_ = true;  // a rung frame that is no frame
+      throw;
+    }
+    if (arrival.rung) return Answer(*arrival.rung, {}, received_fds, id);
+    if (arrival.wait == LocalSocket::Wait::kTimedOut && keep_waiting) return std::nullopt;
+    if (arrival.wait != LocalSocket::Wait::kReadable) {
+      // The answer may still come: this connection cannot be reused. (Shut
+      // down, not closed: another thread may be calling Shutdown on it.)
+      Shutdown();
+      throw DeadlineExceededError("local call: no answer before the deadline");
+    }
+    bool received = false;
+    try {
+      received = socket_.Receive(message_, Frame::kHeaderBytes + Frame::kMaxInlineBytes, received_fds);
+    } catch (const std::system_error&) {
+    }
+    if (!received) {
+      broken_ = true;
+      throw StatusError(kUnavailable, "local connection: the server closed it");
+    }
+    Frame answer;
+    try {
+      answer = Frame::Decode(message_);
+    } catch (const InvalidArgumentError&) {
+      broken_ = true;
+      throw;
+    }
+    if (answer.kind == Frame::kWake && received_fds.empty()) continue;  // the answer is rung: taken next
+    return Answer(answer, PayloadOf(message_), received_fds, id);
   }
-  if (!received) {
-    broken_ = true;
-    throw StatusError(kUnavailable, "local connection: the server closed it");
-  }
-  Frame answer;
+}
+
+LocalClient::Response LocalClient::Answer(const Frame& answer, std::span<const std::byte> inline_payload,
+                                          std::vector<UniqueFd>& fds, uint64_t id) {
   try {
-    answer = Frame::Decode(message_);
     // Request 0: the server ending the connection over a broken frame.
     const bool farewell = answer.kind == Frame::kError && answer.request_id == 0;
     if (farewell) broken_ = true;
     if (answer.request_id != id && !farewell) throw InvalidArgumentError("local call: an answer to another request");
     const bool new_region = answer.kind == Frame::kResponse && answer.new_region();
-    if (received_fds.size() != (new_region ? 1U : 0U)) {
+    if (fds.size() != (new_region ? 1U : 0U)) {
       throw InvalidArgumentError("local call: an answer with a descriptor it should not carry");
     }
-    if (new_region) AdoptDownload(std::move(received_fds.front()));
+    if (new_region) AdoptDownload(std::move(fds.front()));
   } catch (const InvalidArgumentError&) {
     broken_ = true;
     throw;
   }
-  const std::span<const std::byte> answered = PayloadOf(message_);
-  if (answer.kind == Frame::kError) throw ErrorOf(answered);
+  if (answer.kind == Frame::kError) throw ErrorOf(inline_payload);
   if (answer.kind != Frame::kResponse) {
     broken_ = true;
     throw InvalidArgumentError("local call: expected a response frame");
   }
   Response response;
   response.more = !answer.last();
-  response.payload = answer.in_shared() ? download_.View(answer.offset, answer.length) : answered;
+  response.payload =
+      answer.in_shared() ? Doorbell::PayloadView(download_, answer.offset, answer.length) : inline_payload;
   return response;
 }
 

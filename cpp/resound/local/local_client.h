@@ -11,6 +11,7 @@
 #define RESOUND_LOCAL_LOCAL_CLIENT_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -20,6 +21,7 @@
 
 #include "resound/deadline.h"
 #include "resound/local/batch_regions.h"
+#include "resound/local/doorbell.h"
 #include "resound/local/frame.h"
 #include "resound/local/local_socket.h"
 #include "resound/local/shared_memory.h"
@@ -41,9 +43,16 @@ class LocalClient {
   const std::string& token() const noexcept { return token_; }
 
   // Where the caller writes a request's payload; capacity in bytes.
-  std::byte* request_buffer() noexcept { return upload_.data(); }
-  size_t request_capacity() const noexcept { return upload_.size(); }
-  size_t response_capacity() const noexcept { return download_.size(); }
+  std::byte* request_buffer() noexcept { return Doorbell::Payload(upload_); }
+  size_t request_capacity() const noexcept { return Doorbell::PayloadBytes(upload_); }
+  size_t response_capacity() const noexcept { return Doorbell::PayloadBytes(download_); }
+
+  // How long a call looks for its answer before it sleeps (kDefaultSpin;
+  // a test sets 0 to have every answer wake it).
+  static constexpr std::chrono::nanoseconds kDefaultSpin = std::chrono::microseconds(50);
+  void SetSpin(std::chrono::nanoseconds spin) noexcept { spin_ = spin; }
+  // Wake frames this side sent: requests rung while the server slept.
+  uint64_t wakes_sent() const noexcept { return bell_.wakes_sent(); }
 
   // How a request's payload is laid out: a message, or a message whose
   // chunk payloads follow it apart (Frame::kDataTail, an insert's:
@@ -113,6 +122,10 @@ class LocalClient {
   // `deadline`, if `keep_waiting` (else the connection is shut down and
   // DeadlineExceededError thrown). With in_call_ held.
   std::optional<Response> Await(uint64_t id, const Deadline& deadline, bool keep_waiting);
+  // The answer `answer` (rung, or received with `inline_payload` and `fds`)
+  // to request `id`, checked.
+  Response Answer(const Frame& answer, std::span<const std::byte> inline_payload, std::vector<UniqueFd>& fds,
+                  uint64_t id);
   // Maps the server's larger download region (Frame::kNewRegion) in place
   // of the old one; InvalidArgumentError if it is not sealed as required or
   // larger than kMaxDownloadBytes.
@@ -124,6 +137,8 @@ class LocalClient {
   LocalSocket socket_;
   SharedMemory upload_;
   SharedMemory download_;
+  Doorbell bell_;  // rings in upload_, listens to download_
+  std::chrono::nanoseconds spin_ = kDefaultSpin;
   std::string token_;
   MessageBuffer message_;
   uint64_t next_request_ = 1;

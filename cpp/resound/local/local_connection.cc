@@ -20,15 +20,6 @@ namespace {
 
 constexpr size_t kHelloBytes = 16;  // u64 upload bytes, u64 download bytes
 
-// The connection's thread looks for the next request at least this long
-// after an answer before it sleeps, and up to the ceiling while its client
-// keeps calling that soon (see SpinBudget). Measured here: spinning 100 us
-// took 5-8 us off each client.insert, sample of one and priority update;
-// up to 1 ms, a writer that flushes after every item went from ~77 to
-// ~63 us per item (its next request comes after ~150 us of its Python).
-constexpr std::chrono::microseconds kSpinFloor{100};
-constexpr std::chrono::microseconds kSpinCeiling{1000};
-
 uint64_t ReadU64(std::span<const std::byte> bytes, size_t at) {
   uint64_t value;
   std::memcpy(&value, bytes.data() + at, sizeof value);
@@ -62,13 +53,13 @@ class LocalConnection::Reply final : public LocalReply {
   std::span<const std::byte> data_tail() const noexcept override { return data_tail_; }
 
   std::byte* Allocate(size_t size) override {
-    return size <= connection_.download_.size() ? connection_.download_.data() : nullptr;
+    return size <= capacity() ? Doorbell::Payload(connection_.download_) : nullptr;
   }
-  size_t capacity() const noexcept override { return connection_.download_.size(); }
+  size_t capacity() const noexcept override { return Doorbell::PayloadBytes(connection_.download_); }
   bool Enlarge(size_t bytes) override { return connection_.EnlargeDownload(bytes); }
   void Send(size_t size, std::function<void(LocalReply&)> rest) override {
     if (answered_) throw FailedPreconditionError("local reply: answered twice");
-    if (size > connection_.download_.size()) throw InvalidArgumentError("local reply: larger than the region");
+    if (size > capacity()) throw InvalidArgumentError("local reply: larger than the region");
     answered_ = true;
     connection_.rest_ = std::move(rest);
     connection_.SendResponse(request_id_, size, !connection_.rest_);
@@ -80,11 +71,9 @@ class LocalConnection::Reply final : public LocalReply {
     connection_.SendError(request_id_, code, message);
   }
   bool abandoned() const override {
-    if (Readable(stop_fd_)) return true;
-    // The client sends nothing while its request runs: anything readable is
-    // its hang-up (or a broken client, which ends the connection anyway).
-    pollfd watched{connection_.socket_.fd(), POLLIN, 0};
-    return ::poll(&watched, 1, 0) > 0 && watched.revents != 0;
+    // (Not whether anything is readable: a wake frame for this very request
+    // may be there, see Doorbell.)
+    return Readable(stop_fd_) || connection_.socket_.PeerHungUp();
   }
   bool answered() const noexcept { return answered_; }
 
@@ -139,8 +128,10 @@ bool LocalConnection::Handshake(int stop_fd) {
                                  std::to_string(limits_.max_region_bytes));
     }
   }
-  upload_ = SharedMemory::Adopt(std::move(fds.front()), upload_bytes, false);
-  download_ = SharedMemory::Create("resound-local-download", download_bytes, true);
+  upload_ = SharedMemory::Adopt(std::move(fds.front()), upload_bytes + Doorbell::kControlBytes, false);
+  download_ = SharedMemory::Create("resound-local-download", download_bytes + Doorbell::kControlBytes, true);
+  bell_.Attach(download_);
+  bell_.Listen(upload_);
 
   Frame welcome;
   welcome.kind = Frame::kWelcome;
@@ -156,14 +147,12 @@ bool LocalConnection::Handshake(int stop_fd) {
 void LocalConnection::Serve(LocalService& service, int stop_fd) {
   const std::unique_ptr<LocalSession> session = service.Open();
   std::vector<UniqueFd> fds;
-  SpinBudget spin(kSpinFloor, kSpinCeiling);
+  SpinBudget spin(limits_.spin_floor, limits_.spin_ceiling);
+  auto answered_at = std::chrono::steady_clock::now();
   while (true) {
-    const auto answered_at = std::chrono::steady_clock::now();
-    const LocalSocket::Wait waited = socket_.SpinUntilReadable(spin.Next())
-                                         ? LocalSocket::Wait::kReadable
-                                         : socket_.WaitReadable(Deadline::Never(), stop_fd);
-    spin.Waited(std::chrono::steady_clock::now() - answered_at);
-    if (waited == LocalSocket::Wait::kStopped) {
+    // The next request: rung, or a message on the socket.
+    const Doorbell::Arrival arrival = bell_.Wait(socket_, spin.Next(), Deadline::Never(), stop_fd);
+    if (arrival.wait == LocalSocket::Wait::kStopped) {
       end_reason_ = "server stopping";
       // As a gRPC server ends its calls: CANCELLED, which clients do not
       // retry (a stopped server is not coming back by itself).
@@ -173,13 +162,24 @@ void LocalConnection::Serve(LocalService& service, int stop_fd) {
       }
       return;
     }
-    if (!socket_.Receive(message_, Frame::kHeaderBytes + Frame::kMaxInlineBytes, fds)) {
-      end_reason_ = "closed by the client";
-      return;
+    Frame frame;
+    std::span<const std::byte> inline_payload;
+    if (arrival.rung) {
+      frame = *arrival.rung;
+      fds.clear();
+    } else {
+      if (!socket_.Receive(message_, Frame::kHeaderBytes + Frame::kMaxInlineBytes, fds)) {
+        end_reason_ = "closed by the client";
+        return;
+      }
+      frame = Frame::Decode(message_);
+      if (frame.kind == Frame::kWake) continue;  // its frame is rung: the next Wait takes it
+      inline_payload = std::span<const std::byte>(message_).subspan(Frame::kHeaderBytes);
     }
-    const Frame frame = Frame::Decode(message_);
+    spin.Waited(std::chrono::steady_clock::now() - answered_at);
     if (frame.kind == Frame::kRegion) {
       ReplaceUpload(frame, fds);
+      answered_at = std::chrono::steady_clock::now();
       continue;
     }
     if (frame.kind != Frame::kRequest) throw InvalidArgumentError("expected a request frame");
@@ -194,8 +194,7 @@ void LocalConnection::Serve(LocalService& service, int stop_fd) {
     // its region at any time, and a checked value must stay what was checked.
     // (A data tail is not: the service only copies it, see LocalReply.)
     std::span<const std::byte> payload =
-        frame.in_shared() ? upload_.View(frame.offset, frame.length)
-                          : std::span<const std::byte>(message_).subspan(Frame::kHeaderBytes);
+        frame.in_shared() ? Doorbell::PayloadView(upload_, frame.offset, frame.length) : inline_payload;
     std::span<const std::byte> data_tail;
     if (frame.data_tail()) {
       const auto malformed = [] {
@@ -225,6 +224,7 @@ void LocalConnection::Serve(LocalService& service, int stop_fd) {
     } catch (const std::exception& error) {
       if (!reply.answered()) reply.Fail(StatusCodeOf(error), error.what());
     }
+    answered_at = std::chrono::steady_clock::now();
   }
 }
 
@@ -241,7 +241,8 @@ void LocalConnection::ReplaceUpload(const Frame& frame, std::vector<UniqueFd>& f
                   std::to_string(bytes) + " vs. " + std::to_string(limits_.max_region_bytes) + ")");
     return;
   }
-  upload_ = SharedMemory::Adopt(std::move(fds.front()), bytes, false);
+  upload_ = SharedMemory::Adopt(std::move(fds.front()), bytes + Doorbell::kControlBytes, false);
+  bell_.Listen(upload_);
   SendResponse(frame.request_id, 0, true);
 }
 
@@ -261,28 +262,36 @@ void LocalConnection::SendError(uint64_t request_id, uint32_t code, const std::s
 }
 
 void LocalConnection::SendResponse(uint64_t request_id, size_t size, bool last) {
+  const bool new_region = previous_download_.size() != 0;
   Frame frame;
   frame.kind = Frame::kResponse;
   frame.request_id = request_id;
   frame.flags = Frame::kInShared | (last ? static_cast<uint32_t>(Frame::kLast) : 0U) |
-                (download_replaced_ ? static_cast<uint32_t>(Frame::kNewRegion) : 0U);
+                (new_region ? static_cast<uint32_t>(Frame::kNewRegion) : 0U);
   frame.offset = 0;
   frame.length = size;
+  if (!new_region) {
+    if (bell_.Ring(frame)) bell_.SendWake(socket_);
+    return;
+  }
+  // Rung in from now on: its count is stamped before the client sees it.
+  bell_.Attach(download_);
+  previous_download_ = SharedMemory();
   std::array<std::byte, Frame::kHeaderBytes> header{};
   frame.Encode(header);
   const std::span<const std::byte> parts[] = {header};
   const int fd = download_.fd();
-  socket_.Send(parts, download_replaced_ ? std::span<const int>(&fd, 1) : std::span<const int>());
-  download_replaced_ = false;
+  socket_.Send(parts, std::span<const int>(&fd, 1));
 }
 
 bool LocalConnection::EnlargeDownload(size_t bytes) {
   const size_t size = std::min(bytes, limits_.max_region_bytes);
-  if (size <= download_.size()) return false;
-  // (The old region's pages go with it; the client maps the new one when
-  // the response comes and lets go of its old mapping.)
-  download_ = SharedMemory::Create("resound-local-download", size, true);
-  download_replaced_ = true;
+  if (size <= Doorbell::PayloadBytes(download_)) return false;
+  // The client maps the new one when the response comes and lets go of its
+  // old mapping. (An earlier replacement not sent yet just goes.)
+  SharedMemory larger = SharedMemory::Create("resound-local-download", size + Doorbell::kControlBytes, true);
+  if (previous_download_.size() == 0) previous_download_ = std::move(download_);
+  download_ = std::move(larger);
   return true;
 }
 

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sched.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -130,14 +129,16 @@ LocalSocket::Wait LocalSocket::WaitReadable(const Deadline& deadline, int stop_f
   }
 }
 
-bool LocalSocket::SpinUntilReadable(std::chrono::nanoseconds budget) const {
-  const auto until = std::chrono::steady_clock::now() + budget;
+bool LocalSocket::ReadableNow() const noexcept {
   pollfd watched{fd_.get(), POLLIN, 0};
-  do {
-    if (::poll(&watched, 1, 0) > 0 && (watched.revents & (POLLIN | POLLHUP | POLLERR)) != 0) return true;
-    ::sched_yield();
-  } while (std::chrono::steady_clock::now() < until);
-  return false;
+  return ::poll(&watched, 1, 0) > 0 && (watched.revents & (POLLIN | POLLHUP | POLLERR)) != 0;
+}
+
+bool LocalSocket::PeerHungUp() const noexcept {
+  // A SOCK_SEQPACKET socket reports POLLHUP once its peer is gone or shut
+  // it down both ways (POLLRDHUP for a peer that only stopped sending).
+  pollfd watched{fd_.get(), POLLRDHUP, 0};
+  return ::poll(&watched, 1, 0) > 0 && (watched.revents & (POLLHUP | POLLRDHUP | POLLERR)) != 0;
 }
 
 bool LocalSocket::Receive(MessageBuffer& buffer, size_t max_bytes, std::vector<UniqueFd>& fds) const {
@@ -153,7 +154,7 @@ bool LocalSocket::Receive(MessageBuffer& buffer, size_t max_bytes, std::vector<U
   bool reset = false;
   while ((received = ::recvmsg(fd_.get(), &message, MSG_CMSG_CLOEXEC)) < 0) {
     if (errno == EINTR) continue;
-    // A peer that closed with messages of ours unread leaves
+    // A peer that closed with messages of ours unread (a wake, say) leaves
     // ECONNRESET, reported once before what it sent last (its farewell):
     // that is still read.
     if (errno == ECONNRESET && !reset) {

@@ -7,7 +7,6 @@
 
 #include <sys/types.h>
 
-#include <chrono>
 #include <cstddef>
 #include <span>
 #include <string>
@@ -56,11 +55,11 @@ class LocalSocket {
   // Waits until a message (or the peer's hang-up) can be read, `deadline`
   // passes, or `stop_fd` (if >= 0) becomes readable.
   Wait WaitReadable(const Deadline& deadline, int stop_fd = -1) const;
-  // Looks for a readable message for up to `budget` without sleeping
-  // (yielding the core to anything else runnable between looks); true if
-  // one came. A caller that expects an answer within microseconds spins
-  // first: waking a sleeping thread costs ~15 us here, half a round trip.
-  bool SpinUntilReadable(std::chrono::nanoseconds budget) const;
+  // Whether a message (or the peer's hang-up) can be read now.
+  bool ReadableNow() const noexcept;
+  // Whether the peer hung up (closed, shut down, or its process ended),
+  // whatever messages are still there to read.
+  bool PeerHungUp() const noexcept;
 
   // Receives one message into `buffer` (sized to what came) and the
   // descriptors it carried into `fds`. Returns false if the peer closed the

@@ -13,7 +13,7 @@
 // Example:
 //   SpinBudget budget(std::chrono::microseconds(100), std::chrono::microseconds(1000));
 //   const auto since = std::chrono::steady_clock::now();
-//   socket.SpinUntilReadable(budget.Next()) || socket.WaitReadable(...);
+//   bell.Wait(socket, budget.Next(), ...);  // (Doorbell)
 //   budget.Waited(std::chrono::steady_clock::now() - since);
 #ifndef RESOUND_LOCAL_SPIN_BUDGET_H_
 #define RESOUND_LOCAL_SPIN_BUDGET_H_
