@@ -103,43 +103,38 @@ LocalClient::Response LocalClient::Continue(const Deadline& deadline) {
 void LocalClient::CheckOpen() {
   if (broken_) throw StatusError(kUnavailable, "local connection: broken by an earlier call");
   if (pending_request_ != 0) return;  // what is readable is its answer
+  if (!DropWakes()) ThrowEnded("local connection: the server closed it");
+}
+
+bool LocalClient::DropWakes() {
   std::vector<UniqueFd> fds;
   while (socket_.ReadableNow()) {
-    // A wake for an answer already taken (see Doorbell) is dropped; anything
-    // else is the server ending the connection.
     bool received = false;
     try {
       received = socket_.Receive(message_, Frame::kHeaderBytes + Frame::kMaxInlineBytes, fds);
     } catch (const std::exception&) {
     }
-    if (!received) ThrowEnded("local connection: the server closed it");
-    const Frame frame = Frame::Decode(message_);
-    if (frame.kind != Frame::kWake) {
-      broken_ = true;
-      const std::span<const std::byte> payload = PayloadOf(message_);
-      if (frame.kind == Frame::kError && payload.size() >= sizeof(uint32_t)) throw ErrorOf(payload);
-      throw StatusError(kUnavailable, "local connection: the server closed it");
+    if (!received) return false;
+    Frame frame;
+    try {
+      frame = Frame::Decode(message_);
+    } catch (const std::exception&) {
+      return false;
     }
+    if (frame.kind == Frame::kWake) continue;
+    const std::span<const std::byte> payload = PayloadOf(message_);
+    if (frame.kind == Frame::kError && payload.size() >= sizeof(uint32_t)) {
+      broken_ = true;
+      throw ErrorOf(payload);
+    }
+    return false;
   }
+  return true;
 }
 
 void LocalClient::ThrowEnded(const std::string& what) {
   broken_ = true;
-  std::vector<UniqueFd> fds;
-  try {
-    // Its farewell, after any wakes.
-    while (socket_.ReadableNow() && socket_.Receive(message_, Frame::kHeaderBytes + Frame::kMaxInlineBytes, fds)) {
-      const Frame farewell = Frame::Decode(message_);
-      if (farewell.kind == Frame::kWake) continue;
-      const std::span<const std::byte> payload = PayloadOf(message_);
-      if (farewell.kind == Frame::kError && payload.size() >= sizeof(uint32_t)) throw ErrorOf(payload);
-      break;
-    }
-  } catch (const StatusError&) {
-    throw;
-  } catch (const std::exception&) {
-    // Nothing readable, or not a farewell: the connection is just gone.
-  }
+  DropWakes();  // throws the farewell's status, if one is there
   throw StatusError(kUnavailable, what);
 }
 

@@ -106,9 +106,14 @@ class LocalClient {
  private:
   Response Exchange(uint32_t method, size_t size, const Deadline& deadline, std::span<const int> fds = {},
                     Layout layout = Layout::kMessage);
-  // The status the server's farewell frame carries, if one can be read now
-  // (the connection is broken either way).
+  // The status the server's farewell frame carries, if one can be read now,
+  // else StatusError(kUnavailable, what) (the connection is broken either way).
   [[noreturn]] void ThrowEnded(const std::string& what);
+  // Reads what is readable now, dropping wake frames for answers already
+  // taken (see Doorbell): true if nothing else was there; throws the status
+  // of a farewell frame; false if the connection ended otherwise (closed,
+  // or a frame that is neither).
+  bool DropWakes();
   // Sends `frame` (with `fds`) and reads the answer to it.
   Response Send(Frame frame, std::span<const std::byte> inline_payload, std::span<const int> fds,
                 const Deadline& deadline);
