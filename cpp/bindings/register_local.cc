@@ -400,18 +400,23 @@ refused). `call` and `continue_call` return (response bytes, more).)doc")
       .def(
           "stage_insert",
           [](LocalClient& client, InsertRequestEncoder& encoder, size_t max_items, size_t max_bytes) {
-            // The GIL stays held: it is what serializes the encoder's users
-            // (the stream's lock is held around this call as well).
-            size_t staged = 0;
-            encoder.TakeMessage(
-                max_items, max_bytes,
-                [&client, &staged](size_t size) {
-                  if (size > client.request_capacity()) GrowRequestRegion(client, size, Deadline::Never());
-                  staged = size;
-                  return reinterpret_cast<char*>(client.request_buffer());
-                },
-                /*data_tail=*/true);
-            return staged;
+            // Without the GIL: copying a message's chunk payloads (~400 KB
+            // for 100 items of 4 KB) held it for ~9 % of a writer's time,
+            // which its own thread then waited for. The encoder's users are
+            // serialized by the insert stream's lock, which is held around
+            // this call and around every other use of the encoder.
+            return WithoutGil([&] {
+              size_t staged = 0;
+              encoder.TakeMessage(
+                  max_items, max_bytes,
+                  [&client, &staged](size_t size) {
+                    if (size > client.request_capacity()) GrowRequestRegion(client, size, Deadline::Never());
+                    staged = size;
+                    return reinterpret_cast<char*>(client.request_buffer());
+                  },
+                  /*data_tail=*/true);
+              return staged;
+            });
           },
           py::arg("encoder"), py::arg("max_items"), py::arg("max_bytes"),
           R"doc(Writes the encoder's next insert message straight into this connection's

@@ -112,6 +112,12 @@ class InsertStream:
 
     @property
     def in_flight(self) -> int:
+        # Under the lock: the stream's thread may be writing a message with
+        # the encoder meanwhile (without the GIL, see stage_insert).
+        with self._mutex:
+            return self._in_flight_locked()
+
+    def _in_flight_locked(self) -> int:
         return self._encoder.queued + self._encoder.unconfirmed
 
     @property
@@ -203,7 +209,7 @@ class InsertStream:
         timed_out = False
         with self._lock:
             try:
-                while self.in_flight > keep and self._error is None:
+                while self._in_flight_locked() > keep and self._error is None:
                     if blocked is None:
                         blocked = BlockedWait(
                             WRITER_LOGGER, "insert" if call == "Insert" else "writer"
