@@ -165,11 +165,15 @@ def test_open_calls_and_connections_are_counted():
         thread = threading.Thread(target=lambda: taken.append(next(samples)), daemon=True)
         thread.start()
         deadline = time.monotonic() + SAFETY
-        while of(scrape(server.metrics_port), "resound_server_open_calls") != 1:
-            assert time.monotonic() < deadline, "the sample call never showed as open"
-        now = scrape(server.metrics_port)
+        # The call opens before it reaches the table's rate limiter: both
+        # show once it waits there.
+        while True:
+            now = scrape(server.metrics_port)
+            waiting = of(now, "resound_rate_limiter_waiting_calls", table="queue", call="sample")
+            if of(now, "resound_server_open_calls") == 1 and waiting == 1:
+                break
+            assert time.monotonic() < deadline, "the sample call never showed as open and waiting"
         assert of(now, "resound_server_connections") == 1
-        assert of(now, "resound_rate_limiter_waiting_calls", table="queue", call="sample") == 1
         client.insert(1.0, priorities={"queue": 1.0})
         thread.join(SAFETY)
         assert len(taken) == 1
