@@ -309,6 +309,20 @@ them, items in order) whose chunks are live in `store`.)doc");
       .def_readonly("num_priority_updates", &TableInfo::num_priority_updates)
       .def_readonly("num_mutate_deletes", &TableInfo::num_mutate_deletes)
       .def_property_readonly("rate_limiter", [](const TableInfo& i) { return RateLimiterInfoDict(i.rate_limiter); })
+      .def_property_readonly(
+          "worker_time",
+          [](const TableInfo& i) {
+            const TableWorkerTime& time = i.worker_time;
+            py::dict out;
+            out["running_ms"] = time.running_ms;
+            out["sampling_ms"] = time.sampling_ms;
+            out["inserting_ms"] = time.inserting_ms;
+            out["sleeping_ms"] = time.sleeping_ms;
+            out["waiting_for_sampling_ms"] = time.waiting_for_sampling_ms;
+            out["waiting_for_inserts_ms"] = time.waiting_for_inserts_ms;
+            return out;
+          },
+          "Milliseconds since the table was made, by what it did (Reverb's TableWorkerTime fields).")
       .def_readonly("closed", &TableInfo::closed);
 
   py::class_<PriorityHistogram>(m, "PriorityHistogram",

@@ -17,6 +17,25 @@ int64_t NowNanos() noexcept {
       .count();
 }
 
+// Adds the time from its making to its end to `total` (a sample's work
+// under the lock, which returns on more than one path).
+class SampleTimer {
+ public:
+  explicit SampleTimer(std::chrono::nanoseconds& total) noexcept
+      : total_(total), start_(std::chrono::steady_clock::now()) {}
+  SampleTimer(const SampleTimer&) = delete;
+  SampleTimer& operator=(const SampleTimer&) = delete;
+  ~SampleTimer() { total_ += std::chrono::steady_clock::now() - start_; }
+
+ private:
+  std::chrono::nanoseconds& total_;
+  const std::chrono::steady_clock::time_point start_;
+};
+
+int64_t Milliseconds(std::chrono::nanoseconds time) noexcept {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(time).count();
+}
+
 }  // namespace
 
 void TableConfig::Validate() const {
@@ -187,7 +206,9 @@ void Table::Insert(ItemRequest request, const Deadline& deadline) {
   Released released;  // destroyed after the lock below is released
   std::unique_lock<std::mutex> lock(mu_);
   limiter_.AwaitCanInsert(lock, deadline);
+  const auto start = std::chrono::steady_clock::now();
   InsertLocked(std::move(item), request.priority, released);
+  inserting_ += std::chrono::steady_clock::now() - start;
 }
 
 InsertBatchResult Table::InsertBatch(std::vector<ItemRequest> requests, const Deadline& deadline) {
@@ -223,7 +244,9 @@ InsertBatchResult Table::InsertPrepared(std::vector<PreparedInsert>& prepared, s
       result.error = std::current_exception();
       break;
     }
+    const auto start = std::chrono::steady_clock::now();
     InsertLocked(std::move(prepared[i].item), prepared[i].priority, released);
+    inserting_ += std::chrono::steady_clock::now() - start;
     result.num_applied = i + 1 - begin;
   }
   return result;
@@ -240,6 +263,7 @@ std::vector<SampledItem> Table::Sample(int64_t max_samples, const Deadline& dead
   Released released;
   std::unique_lock<std::mutex> lock(mu_);
   const bool waited = limiter_.AwaitCanSample(lock, deadline);
+  const SampleTimer timer(sampling_);
   if (config_.max_times_sampled > 0) {
     // Samples may delete items, so each one must see the previous one's
     // effects: take them one at a time.
@@ -410,6 +434,13 @@ TableInfo Table::Info() const {
   info.num_priority_updates = num_priority_updates_;
   info.num_mutate_deletes = num_mutate_deletes_;
   info.rate_limiter = limiter_.Info();
+  TableWorkerTime& time = info.worker_time;
+  time.running_ms = Milliseconds(std::chrono::steady_clock::now() - created_at_);
+  time.sampling_ms = Milliseconds(sampling_);
+  time.inserting_ms = Milliseconds(inserting_);
+  time.sleeping_ms = std::max<int64_t>(0, time.running_ms - time.sampling_ms - time.inserting_ms);
+  time.waiting_for_sampling_ms = static_cast<int64_t>(info.rate_limiter.blocked_insert_seconds * 1000.0);
+  time.waiting_for_inserts_ms = static_cast<int64_t>(info.rate_limiter.blocked_sample_seconds * 1000.0);
   info.closed = closed_;
   info.num_changes = num_changes_;
   return info;

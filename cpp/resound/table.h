@@ -16,6 +16,7 @@
 #ifndef RESOUND_TABLE_H_
 #define RESOUND_TABLE_H_
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -196,6 +197,11 @@ class Table {
   int64_t num_mutate_deletes_ = 0;
   uint64_t next_sequence_ = 0;
   uint64_t num_changes_ = 0;  // see TableInfo::num_changes
+  // TableInfo::worker_time: when the table was made, and the time calls
+  // spent inserting and sampling under the lock.
+  const std::chrono::steady_clock::time_point created_at_ = std::chrono::steady_clock::now();
+  std::chrono::nanoseconds inserting_{0};
+  std::chrono::nanoseconds sampling_{0};
   bool closed_ = false;
   std::unique_ptr<WakeSignal> wake_;  // made by the first ArmWake or wake_fd
 };

@@ -105,6 +105,21 @@ struct PriorityHistogram {
   std::vector<int64_t> counts;
 };
 
+// Where a table's time went since it was created, in Reverb's terms (its
+// TableWorkerTime), in milliseconds. resound tables have no worker thread:
+// inserting and sampling are the time calls spent doing so under the
+// table's lock (waits for the rate limiter excluded), the two waits the
+// calls' blocked time (summed over calls, as the limiter's blocked
+// seconds), and sleeping what running leaves of inserting and sampling.
+struct TableWorkerTime {
+  int64_t running_ms = 0;
+  int64_t sampling_ms = 0;
+  int64_t inserting_ms = 0;
+  int64_t sleeping_ms = 0;
+  int64_t waiting_for_sampling_ms = 0;  // inserts held up by the rate limiter
+  int64_t waiting_for_inserts_ms = 0;   // samples held up by the rate limiter
+};
+
 struct TableInfo {
   std::string name;
   SelectorOptions sampler;
@@ -124,6 +139,7 @@ struct TableInfo {
   int64_t num_priority_updates = 0;
   int64_t num_mutate_deletes = 0;
   RateLimiterInfo rate_limiter;
+  TableWorkerTime worker_time;
   bool closed = false;
   // Changes to what a checkpoint of the table holds since it was created:
   // each insert, deletion, sample (times_sampled), priority update, reset

@@ -3,9 +3,11 @@
 The fields follow Reverb's ``reverb_types.TableInfo``, and so do their types:
 ``sampler_options`` and ``remover_options`` are ``KeyDistributionOptions``
 messages, ``rate_limiter_info`` a ``RateLimiterInfo`` and
-``table_worker_time`` a ``TableWorkerTime`` message, with Reverb's fields and
-field numbers (``WhichOneof('distribution')``, ``HasField('heap')``,
-``SerializeToString()`` all work as with Reverb). resound adds the
+``table_worker_time`` a ``TableWorkerTime`` message (milliseconds since the
+table was made: inserting and sampling under its lock, held up by its rate
+limiter, and the rest as sleeping), with Reverb's fields and field numbers
+(``WhichOneof('distribution')``, ``HasField('heap')``, ``SerializeToString()``
+all work as with Reverb). resound adds the
 limiter's ``delete_stats`` and the calls it held up (``blocked_inserts``,
 ``blocked_samples``) with the seconds they spent held up
 (``blocked_insert_seconds``, ``blocked_sample_seconds``), the chunk count,
@@ -130,8 +132,9 @@ def _calls(completed: float, pending: float = 0) -> Any:
     return _messages().RateLimiterCallStats(completed=int(completed), pending=int(pending))
 
 
-def _table_worker_time() -> Any:
-    return _messages().TableWorkerTime()
+def _table_worker_time(times: dict[str, int] | None = None) -> Any:
+    # The core's worker_time dict (milliseconds by field), or all zeros.
+    return _messages().TableWorkerTime(**(times or {}))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,6 +187,7 @@ class TableInfo:
             num_episodes=info.num_episodes,
             num_deleted_episodes=info.num_deleted_episodes,
             num_unique_samples=info.num_unique_samples,
+            table_worker_time=_table_worker_time(info.worker_time),
             num_chunks=info.num_chunks,
             memory_bytes=info.memory_bytes,
             max_bytes=info.max_bytes or None,
@@ -224,10 +228,15 @@ def combined(infos: list[TableInfo]) -> TableInfo:
         "blocked_sample_seconds",
     ):
         setattr(limiter, field, sum(getattr(info.rate_limiter_info, field) for info in infos))
+    # Each server's table worked on its own: the times add up as well.
+    worker_time = _table_worker_time()
+    for field in worker_time.DESCRIPTOR.fields_by_name:
+        setattr(worker_time, field, sum(getattr(i.table_worker_time, field) for i in infos))
     return dataclasses.replace(
         first,
         max_size=total("max_size"),
         rate_limiter_info=limiter,
+        table_worker_time=worker_time,
         current_size=total("current_size"),
         num_episodes=total("num_episodes"),
         num_deleted_episodes=total("num_deleted_episodes"),

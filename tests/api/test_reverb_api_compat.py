@@ -155,8 +155,37 @@ def test_rate_limiter_info_and_worker_time_are_messages(serve: Any) -> None:
     assert limiter.sample_stats.completed == 3
     parsed = type(limiter).FromString(limiter.SerializeToString())
     assert parsed == limiter
-    assert info.table_worker_time.running_ms == 0
-    assert info.table_worker_time.SerializeToString() == b""
+    worker_time = info.table_worker_time
+    assert type(worker_time).FromString(worker_time.SerializeToString()) == worker_time
+
+
+def test_table_worker_time_says_where_the_tables_time_went(serve: Any) -> None:
+    # Reverb's TableWorkerTime: milliseconds inserting and sampling (under
+    # the table's lock), held up by the rate limiter, and the rest sleeping.
+    busy = resound.Table(
+        "busy", selectors.Uniform(), selectors.Fifo(), 50_000, rate_limiters.MinSize(1)
+    )
+    empty = resound.Table.queue("empty", 10)
+    _, client = serve(busy, empty)
+    with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+        for _ in range(20_000):  # well over a millisecond of inserts, on any machine
+            writer.append({"x": np.zeros(1, np.float32)})
+            writer.create_item("busy", 1.0, {"x": writer.history["x"][-1:]})
+    for _ in range(20):
+        client.sample_batch("busy", 10_000)
+    with pytest.raises(errors.DeadlineExceededError):
+        next(client.sample("empty", timeout=0.2))
+    infos = client.server_info()
+    busy_time, empty_time = infos["busy"].table_worker_time, infos["empty"].table_worker_time
+    assert busy_time.inserting_ms >= 1 and busy_time.sampling_ms >= 1
+    assert busy_time.running_ms >= busy_time.inserting_ms + busy_time.sampling_ms
+    assert busy_time.sleeping_ms == (
+        busy_time.running_ms - busy_time.inserting_ms - busy_time.sampling_ms
+    )
+    assert busy_time.waiting_for_inserts_ms == busy_time.waiting_for_sampling_ms == 0
+    # The sample on the empty queue waited (most of) its 0.2 s for an insert.
+    assert empty_time.waiting_for_inserts_ms >= 100
+    assert empty_time.inserting_ms == empty_time.sampling_ms == 0
 
 
 def test_table_info_options_summed_over_several_servers() -> None:
@@ -173,6 +202,10 @@ def test_table_info_options_summed_over_several_servers() -> None:
         assert sorted(infos["lifo"].current_size for infos in each.values()) == [1, 2]
         # Summing did not change any server's own info.
         assert sum(i["lifo"].rate_limiter_info.insert_stats.completed for i in each.values()) == 3
+        # Each server's table ran on its own: their running times add up
+        # (each read a little after the total, so at least as long).
+        running = [i["lifo"].table_worker_time.running_ms for i in each.values()]
+        assert 0 < total.table_worker_time.running_ms <= sum(running)
     finally:
         for server in servers:
             server.stop()

@@ -105,6 +105,7 @@ def table_info_message(info: TableInfo, signature: Any) -> Any:
         num_episodes=info.num_episodes,
         num_deleted_episodes=info.num_deleted_episodes,
         num_unique_samples=info.num_unique_samples,
+        table_worker_time=info.table_worker_time,
         num_chunks=info.num_chunks,
         memory_bytes=info.memory_bytes,
         signature=specs.encode_signature(signature),
@@ -138,6 +139,8 @@ def table_info_now(template: Any, info: _core.TableInfo) -> Any:
     limiter.blocked_sample_seconds = counts["blocked_sample_seconds"]
     message.num_priority_updates = info.num_priority_updates
     message.num_mutate_deletes = info.num_mutate_deletes
+    for field, milliseconds in info.worker_time.items():
+        setattr(message.table_worker_time, field, milliseconds)
     return message
 
 
@@ -159,6 +162,7 @@ def table_info_from_message(message: Any) -> TableInfo:
         num_episodes=message.num_episodes,
         num_deleted_episodes=message.num_deleted_episodes,
         num_unique_samples=message.num_unique_samples,
+        table_worker_time=message.table_worker_time,
         num_chunks=message.num_chunks,
         memory_bytes=message.memory_bytes,
         max_bytes=message.max_bytes or None,
