@@ -260,6 +260,29 @@ def test_sample_is_lazy_and_yields_exactly_num_samples(
     assert all(isinstance(s, list) and len(s) == 1 for s in [first, *rest])
 
 
+def test_more_samples_than_one_pass_takes_are_all_returned(serve: Any) -> None:
+    # A table gives at most MAX_SAMPLES_PER_CALL samples per pass: the client
+    # asks again until it has them all, over every transport.
+    _, client = serve(tables()[0])
+    client.insert(np.float32(1.0), priorities={"uniform": 1.0})
+    count = _core.MAX_SAMPLES_PER_CALL + 5
+    assert len(client.sample_batch("uniform", count).info.key) == count
+    assert sum(1 for _ in client.sample("uniform", num_samples=count)) == count
+
+
+def test_more_samples_than_one_pass_takes_from_several_servers() -> None:
+    servers = [resound.Server([tables()[0]]) for _ in range(2)]
+    try:
+        client = resound.Client([f"127.0.0.1:{server.port}" for server in servers])
+        for server in servers:
+            server.in_process_client().insert(np.float32(1.0), priorities={"uniform": 1.0})
+        count = 2 * _core.MAX_SAMPLES_PER_CALL + 5
+        assert len(client.sample_batch("uniform", count).info.key) == count
+    finally:
+        for server in servers:
+            server.stop()
+
+
 def test_sample_checks_its_arguments_at_call_time(client: resound.Client) -> None:
     for count in (0, -1, 1.5):
         with pytest.raises(ValueError, match="num_samples"):
