@@ -1,5 +1,5 @@
 """Helpers shared by the benchmarks: timing with repeats, other processes'
-CPU time, and table printing."""
+CPU time, table printing, and whether dm-reverb is here to compare with."""
 
 from __future__ import annotations
 
@@ -46,3 +46,18 @@ def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as stat:
         fields = stat.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def reverb_here(skip: bool, present: str, absent: str) -> bool:
+    """Whether dm-reverb imports in this interpreter (False, without trying,
+    if ``skip``: --no-reverb); prints ``present`` or ``absent`` (the
+    import's error is appended to it) to say what the run compares with."""
+    if skip:
+        return False
+    try:
+        __import__("reverb")
+    except ImportError as error:
+        print(f"{absent} ({error})")
+        return False
+    print(present)
+    return True

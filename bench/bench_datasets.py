@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from _common import fmt_rate, print_table
+from _common import fmt_rate, print_table, reverb_here
 
 BATCH = 256
 IN_FLIGHT = 512
@@ -211,14 +211,11 @@ def main() -> None:
     )
     args = parser.parse_args()
     seconds = 0.5 if args.quick else 2.0
-    has_reverb = False
-    if not args.no_reverb:
-        try:
-            __import__("reverb")
-            has_reverb = True
-            print("dm-reverb imported: measured in the same run")
-        except ImportError as error:
-            print(f"dm-reverb is absent here ({error}): resound's figures only")
+    has_reverb = reverb_here(
+        args.no_reverb,
+        "dm-reverb imported: measured in the same run",
+        "dm-reverb is absent here: resound's figures only",
+    )
     rows = []
     for mode in ("embedded", "remote"):
         for workload in WORKLOADS:

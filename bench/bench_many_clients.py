@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from _bare_grpcio import grpc_crowd
-from _common import cpu_seconds, fmt_rate, print_table
+from _common import cpu_seconds, fmt_rate, print_table, reverb_here
 
 CLIENTS = (1, 8, 64, 256, 512)
 IDLE_CALLS = (0, 1024, 4096)
@@ -209,12 +209,8 @@ def main() -> None:
     clients = CLIENTS[:3] if args.quick else CLIENTS
     idle_calls = IDLE_CALLS[:2] if args.quick else IDLE_CALLS
     libs = ["resound"]
-    if not args.no_reverb:
-        try:
-            __import__("reverb")
-            libs.append("reverb")
-        except ImportError:
-            print("dm-reverb not importable here: resound only")
+    if reverb_here(args.no_reverb, "dm-reverb imported: measured in the same run", "resound only"):
+        libs.append("reverb")
     rows = []
     results: dict[tuple[str, int, int], dict[str, Any]] = {}
     for lib in libs:

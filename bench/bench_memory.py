@@ -32,7 +32,7 @@ import subprocess
 import sys
 from typing import Any
 
-from _common import print_table
+from _common import print_table, reverb_here
 
 # The table, the writer and the measurement, shared by both set-ups.
 # {module}: resound or reverb; {items}, {size}: items and payload bytes.
@@ -174,13 +174,8 @@ def main() -> int:
     if args.quick:
         args.items, args.payloads = [50_000], [4000]
     modules = ["resound"]
-    if not args.no_reverb:
-        try:
-            __import__("reverb")
-            modules.append("reverb")
-            print("dm-reverb imported: measured in the same run")
-        except ImportError:
-            print("dm-reverb not importable here: resound only")
+    if reverb_here(args.no_reverb, "dm-reverb imported: measured in the same run", "no dm-reverb"):
+        modules.append("reverb")
     runs = {"embedded": run_embedded, "server": run_server}
     # Generous per-item bounds: dm-reverb's server keeps ~1.6 KB beyond the
     # payload and its client a copy while it sends.

@@ -57,7 +57,7 @@ from typing import Any
 import numpy as np
 
 from _bare_grpcio import grpc_ceiling, grpc_floor
-from _common import fmt_rate, print_table
+from _common import fmt_rate, print_table, reverb_here
 
 PAYLOADS = {"400 B": 100, "4 KB": 1_000, "400 KB": 100_000}
 ANCHORS = {  # dm-reverb 0.14.0, remote column of bench/README.md (items/s)
@@ -422,13 +422,12 @@ def main() -> None:
     seconds = 0.5 if args.quick else 3.0
     items = 2_000 if args.quick else 20_000
     libs = ["resound"]
-    if not args.no_reverb:
-        try:
-            __import__("reverb")
-            libs.append("reverb")
-            print("dm-reverb imported: its server runs in another process too")
-        except ImportError:
-            print("dm-reverb not importable here: bench/README.md's remote figures are used")
+    if reverb_here(
+        args.no_reverb,
+        "dm-reverb imported: its server runs in another process too",
+        "dm-reverb not importable here: bench/README.md's remote figures are used",
+    ):
+        libs.append("reverb")
     workloads: list[tuple[str, str, Callable[[str], float]]] = []
     for payload in PAYLOADS:
         workloads.append(
