@@ -150,7 +150,9 @@ class TableInfo:
     num_episodes: int
     num_deleted_episodes: int
     num_unique_samples: int
-    table_worker_time: Any = dataclasses.field(default_factory=_table_worker_time)
+    # Not compared: two reads of one table in the same state are equal
+    # infos, whenever they were read (running_ms moves on by itself).
+    table_worker_time: Any = dataclasses.field(default_factory=_table_worker_time, compare=False)
     num_chunks: int = 0
     memory_bytes: int = 0
     max_bytes: int | None = None  # beyond Reverb: the table's memory bound, if any
