@@ -39,6 +39,10 @@
 namespace resound::bindings {
 namespace {
 
+// Sizes from another process checked without overflow: products of two
+// 64-bit numbers fit. (__extension__: ISO C++ has no 128-bit integer.)
+__extension__ using Wide = unsigned __int128;
+
 using local::LocalClient;
 using local::LocalServer;
 using local::StatusError;
@@ -229,8 +233,8 @@ py::tuple SampleGathered(LocalClient& client, py::handle request, int64_t num_sa
   // columns' alignment); with none free, the batch comes copied.
   std::optional<local::BatchRegions::Lease> lease;
   if (regions.bytes_per_sample() > 0 && num_samples > 0) {
-    const unsigned __int128 wanted =
-        static_cast<unsigned __int128>(regions.bytes_per_sample()) * static_cast<uint64_t>(num_samples) + 4096;
+    const Wide wanted =
+        static_cast<Wide>(regions.bytes_per_sample()) * static_cast<uint64_t>(num_samples) + 4096;
     if (wanted <= kMaxBatchRegionBytes) lease = regions.Take(static_cast<size_t>(wanted), kMaxBatchRegionBytes);
   }
   LocalClient::Response response = WithoutGil([&] {

@@ -15,6 +15,10 @@
 namespace resound::local {
 namespace {
 
+// Sizes from another process checked without overflow: products of two
+// 64-bit numbers fit. (__extension__: ISO C++ has no 128-bit integer.)
+__extension__ using Wide = unsigned __int128;
+
 // Header fields.
 constexpr uint32_t kTotal = 1, kBegin = 2, kEnd = 3, kKeys = 4, kPriorities = 5, kTimesSampled = 6,
                    kProbabilities = 7, kTableSizes = 8, kColumn = 9, kInRegion = 10, kRegionOffsets = 11;
@@ -94,7 +98,7 @@ ColumnLayout ReadColumn(ProtoReader reader) {
     }
     elements *= dim;
   }
-  if (static_cast<unsigned __int128>(elements) * static_cast<unsigned __int128>(column.dtype.itemsize()) >
+  if (static_cast<Wide>(elements) * static_cast<Wide>(column.dtype.itemsize()) >
       (uint64_t{1} << 40)) {
     throw InvalidArgumentError("gathered batch: a column's rows are too large");
   }
@@ -240,11 +244,11 @@ GatheredPart ReadGatheredPart(std::span<const std::byte> message) {
   }
   // Per sample at most ~2^31 * 2^31 * itemsize per column: checked in wide
   // arithmetic against the bytes that came.
-  unsigned __int128 expected = 0;
+  Wide expected = 0;
   for (const ColumnLayout& column : part.columns) {
-    expected += static_cast<unsigned __int128>(column.rows) * static_cast<unsigned __int128>(column.RowBytes());
+    expected += static_cast<Wide>(column.rows) * static_cast<Wide>(column.RowBytes());
   }
-  expected *= static_cast<unsigned __int128>(part.end - part.begin);
+  expected *= static_cast<Wide>(part.end - part.begin);
   if (expected != part.data.size()) {
     throw InvalidArgumentError("gathered batch: the column data does not match the layouts");
   }
@@ -253,10 +257,10 @@ GatheredPart ReadGatheredPart(std::span<const std::byte> message) {
 
 void CheckRegionOffsets(const GatheredPart& part, size_t region_bytes) {
   for (size_t c = 0; c < part.columns.size(); ++c) {
-    const unsigned __int128 end =
-        static_cast<unsigned __int128>(part.region_offsets[c]) +
-        static_cast<unsigned __int128>(part.total) * static_cast<unsigned __int128>(part.columns[c].rows) *
-            static_cast<unsigned __int128>(part.columns[c].RowBytes());
+    const Wide end =
+        static_cast<Wide>(part.region_offsets[c]) +
+        static_cast<Wide>(part.total) * static_cast<Wide>(part.columns[c].rows) *
+            static_cast<Wide>(part.columns[c].RowBytes());
     if (end > region_bytes) throw InvalidArgumentError("gathered batch: a column lies outside the batch region");
   }
 }
