@@ -433,7 +433,11 @@ void ClientsCannotWriteTheServersRegion() {
   // An upload region without the write seal is refused where one is required.
   SharedMemory upload = SharedMemory::Create("upload", 4096, false);
   RESOUND_CHECK(Throws<InvalidArgumentError>([&] { SharedMemory::Adopt(UniqueFd(::dup(upload.fd())), 4096, true); }));
-  RESOUND_CHECK(Throws<InvalidArgumentError>([&] { (void)upload.View(4000, 200); }));
+  // Bytes a frame points at must lie in the region's payload area.
+  SharedMemory region = SharedMemory::Create("region", Doorbell::kControlBytes + 4096, false);
+  RESOUND_CHECK(Doorbell::PayloadView(region, 0, 4096).data() == region.data() + Doorbell::kControlBytes);
+  RESOUND_CHECK(Throws<InvalidArgumentError>([&] { (void)Doorbell::PayloadView(region, 4000, 200); }));
+  RESOUND_CHECK(Throws<InvalidArgumentError>([&] { (void)Doorbell::PayloadView(region, ~uint64_t{0}, 1); }));
 }
 
 void SpinningFollowsTheClientsGaps() {

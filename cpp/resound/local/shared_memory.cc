@@ -100,12 +100,4 @@ void SharedMemory::Unmap() noexcept {
   size_ = 0;
 }
 
-std::span<const std::byte> SharedMemory::View(uint64_t offset, uint64_t length) const {
-  if (offset > size_ || length > size_ - offset) {
-    throw InvalidArgumentError("shared memory: bytes [" + std::to_string(offset) + ", +" + std::to_string(length) +
-                               ") are outside the region of " + std::to_string(size_));
-  }
-  return {data_ + offset, static_cast<size_t>(length)};
-}
-
 }  // namespace resound::local

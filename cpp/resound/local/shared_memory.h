@@ -15,7 +15,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <span>
 
 #include "resound/local/unique_fd.h"
 
@@ -50,9 +49,6 @@ class SharedMemory {
   bool writable() const noexcept { return writable_; }
   std::byte* data() noexcept { return data_; }
   const std::byte* data() const noexcept { return data_; }
-  // [offset, offset + length) of the region; InvalidArgumentError if it does
-  // not lie inside (a length or offset from the other process).
-  std::span<const std::byte> View(uint64_t offset, uint64_t length) const;
 
  private:
   SharedMemory(UniqueFd fd, std::byte* data, size_t size, bool writable) noexcept;
