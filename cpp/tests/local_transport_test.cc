@@ -394,13 +394,8 @@ void NoWakeIsLost(const std::string& dir) {
   LocalClient client(server.path(), 4096, 4096, Soon());
   client.Start(kLater, Put(client, "later"));
   WaitFor([&] { return service->looks > 0; });
-  LocalSocket raw(UniqueFd(::dup(client.fd())));
-  Frame wake;
-  wake.kind = Frame::kWake;
-  std::array<std::byte, Frame::kHeaderBytes> header{};
-  wake.Encode(header);
-  const std::span<const std::byte> parts[] = {header};
-  raw.Send(parts);
+  const LocalSocket raw(UniqueFd(::dup(client.fd())));
+  Doorbell().SendWake(raw);  // a wake no frame was rung for
   const int looked = service->looks;
   WaitFor([&] { return service->looks > looked + 2; });  // it looked since
   service->released = true;
