@@ -17,15 +17,15 @@ int64_t NowNanos() noexcept {
       .count();
 }
 
-// Adds the time from its making to its end to `total` (a sample's work
-// under the lock, which returns on more than one path).
-class SampleTimer {
+// Adds the time from its making to its end to `total`: an insert's or a
+// sample's work under the table's lock (TableInfo::worker_time).
+class WorkTimer {
  public:
-  explicit SampleTimer(std::chrono::nanoseconds& total) noexcept
+  explicit WorkTimer(std::chrono::nanoseconds& total) noexcept
       : total_(total), start_(std::chrono::steady_clock::now()) {}
-  SampleTimer(const SampleTimer&) = delete;
-  SampleTimer& operator=(const SampleTimer&) = delete;
-  ~SampleTimer() { total_ += std::chrono::steady_clock::now() - start_; }
+  WorkTimer(const WorkTimer&) = delete;
+  WorkTimer& operator=(const WorkTimer&) = delete;
+  ~WorkTimer() { total_ += std::chrono::steady_clock::now() - start_; }
 
  private:
   std::chrono::nanoseconds& total_;
@@ -206,9 +206,8 @@ void Table::Insert(ItemRequest request, const Deadline& deadline) {
   Released released;  // destroyed after the lock below is released
   std::unique_lock<std::mutex> lock(mu_);
   limiter_.AwaitCanInsert(lock, deadline);
-  const auto start = std::chrono::steady_clock::now();
+  const WorkTimer timer(inserting_);
   InsertLocked(std::move(item), request.priority, released);
-  inserting_ += std::chrono::steady_clock::now() - start;
 }
 
 InsertBatchResult Table::InsertBatch(std::vector<ItemRequest> requests, const Deadline& deadline) {
@@ -244,9 +243,8 @@ InsertBatchResult Table::InsertPrepared(std::vector<PreparedInsert>& prepared, s
       result.error = std::current_exception();
       break;
     }
-    const auto start = std::chrono::steady_clock::now();
+    const WorkTimer timer(inserting_);
     InsertLocked(std::move(prepared[i].item), prepared[i].priority, released);
-    inserting_ += std::chrono::steady_clock::now() - start;
     result.num_applied = i + 1 - begin;
   }
   return result;
@@ -263,7 +261,7 @@ std::vector<SampledItem> Table::Sample(int64_t max_samples, const Deadline& dead
   Released released;
   std::unique_lock<std::mutex> lock(mu_);
   const bool waited = limiter_.AwaitCanSample(lock, deadline);
-  const SampleTimer timer(sampling_);
+  const WorkTimer timer(sampling_);
   if (config_.max_times_sampled > 0) {
     // Samples may delete items, so each one must see the previous one's
     // effects: take them one at a time.
