@@ -38,6 +38,8 @@
 #include <utility>
 #include <vector>
 
+#include "resound/page_allocator.h"
+
 namespace resound {
 
 // The default policy: slots carry a separate in-use flag.
@@ -132,7 +134,7 @@ class KeyMap {
     V value{};
   };
   using Slot = std::conditional_t<kUseFlag, FlaggedSlot, PlainSlot>;
-  using Slots = std::vector<Slot>;
+  using Slots = PageVector<Slot>;
 
   static bool Used(const Slot& slot) noexcept {
     if constexpr (kUseFlag) {

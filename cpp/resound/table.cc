@@ -334,7 +334,7 @@ MutateResult Table::MutatePriorities(const std::vector<std::pair<uint64_t, doubl
 }
 
 void Table::Reset() {
-  std::vector<Entry> dropped;  // freed after the lock is released
+  PageVector<Entry> dropped;  // freed after the lock is released
   std::lock_guard<std::mutex> lock(mu_);
   std::swap(dropped, entries_);
   slots_.Clear();

@@ -28,6 +28,7 @@
 #include "resound/deadline.h"
 #include "resound/item.h"
 #include "resound/key_map.h"
+#include "resound/page_allocator.h"
 #include "resound/rate_limiter.h"
 #include "resound/selectors/slot_selector.h"
 #include "resound/table_types.h"
@@ -181,7 +182,7 @@ class Table {
   const std::shared_ptr<ChunkStore> store_;
 
   mutable std::mutex mu_;
-  std::vector<Entry> entries_;  // slot -> entry
+  PageVector<Entry> entries_;  // slot -> entry
   KeyMap<uint32_t> slots_;      // item key -> slot
   std::unique_ptr<SlotSelector> sampler_;
   std::unique_ptr<SlotSelector> remover_;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "resound/page_allocator.h"
 #include "resound/selectors/slot_selector.h"
 
 namespace resound {
@@ -42,8 +43,8 @@ class HeapSelector final : public SlotSelector {
 
   double sign_;
   uint64_t next_stamp_ = 0;
-  std::vector<Node> heap_;
-  std::vector<uint32_t> position_;  // slot -> index in heap_
+  PageVector<Node> heap_;
+  PageVector<uint32_t> position_;  // slot -> index in heap_
 };
 
 }  // namespace resound

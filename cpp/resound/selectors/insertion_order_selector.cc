@@ -59,8 +59,8 @@ double InsertionOrderSelector::Probability(size_t slot) const {
 }
 
 void InsertionOrderSelector::Clear() noexcept {
-  std::vector<uint32_t>().swap(entries_);
-  std::vector<uint32_t>().swap(entry_of_);
+  PageVector<uint32_t>().swap(entries_);
+  PageVector<uint32_t>().swap(entry_of_);
   head_ = 0;
 }
 

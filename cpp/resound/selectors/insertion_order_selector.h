@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "resound/page_allocator.h"
 #include "resound/selectors/slot_selector.h"
 
 namespace resound {
@@ -44,9 +45,9 @@ class InsertionOrderSelector final : public SlotSelector {
   // Slots in insertion order, kGap where an item was removed. entries_[head_]
   // and entries_.back() are live whenever the selector is not empty, and
   // every entry before head_ is a gap.
-  std::vector<uint32_t> entries_;
+  PageVector<uint32_t> entries_;
   size_t head_ = 0;
-  std::vector<uint32_t> entry_of_;  // slot -> its index in entries_
+  PageVector<uint32_t> entry_of_;  // slot -> its index in entries_
 };
 
 }  // namespace resound

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "resound/key_map.h"
+#include "resound/page_allocator.h"
 #include "resound/selectors/selector_options.h"
 #include "resound/selectors/slot_selector.h"
 
@@ -52,7 +53,7 @@ class ItemSelector {
 
  private:
   std::unique_ptr<SlotSelector> slots_;
-  std::vector<uint64_t> keys_;  // slot -> key
+  PageVector<uint64_t> keys_;  // slot -> key
   KeyMap<uint32_t> index_;      // key -> slot
 };
 

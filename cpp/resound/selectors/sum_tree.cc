@@ -9,7 +9,7 @@
 
 namespace resound {
 
-SumTree::SumTree() : levels_(1, std::vector<double>(1, 0.0)) {}
+SumTree::SumTree() : levels_(1, PageVector<double>(1, 0.0)) {}
 
 size_t SumTree::capacity() const noexcept {
   size_t room = 1;
@@ -23,7 +23,7 @@ void SumTree::Resize(size_t size) {
     // every node keeps its index, so nothing below needs to move.
     const double total = Total();
     levels_.front().resize(kFanout, 0.0);
-    levels_.insert(levels_.begin(), std::vector<double>(1, total));
+    levels_.insert(levels_.begin(), PageVector<double>(1, total));
   }
   for (size_t i = size; i < size_; ++i) SetLeaf(i, 0.0);
   // Cover the leaves in use, and at each level above the nodes over them.

@@ -21,6 +21,8 @@
 #include <cstddef>
 #include <vector>
 
+#include "resound/page_allocator.h"
+
 namespace resound {
 
 class SumTree {
@@ -64,7 +66,7 @@ class SumTree {
   // whose parent may be non-zero, so a descent can always read all kFanout
   // children of a node. Levels never shrink (except in Clear()): nodes past
   // the leaves in use are kept at 0.
-  std::vector<std::vector<double>> levels_;
+  std::vector<PageVector<double>> levels_;
 };
 
 }  // namespace resound
