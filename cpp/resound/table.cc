@@ -141,7 +141,7 @@ void Table::InsertLocked(std::shared_ptr<const Item> item, double priority, Rele
       slots_.TryEmplace(key, static_cast<uint32_t>(slot));
       try {
         // emplace_back takes `item` only once its allocation has succeeded.
-        entries_.emplace_back(std::move(item), key, priority, NowNanos(), next_sequence_, 0);
+        entries_.emplace_back(std::move(item), priority, NowNanos(), next_sequence_, 0);
       } catch (...) {
         slots_.Erase(key);
         throw;
@@ -184,7 +184,7 @@ void Table::CountSample(Entry& entry) noexcept {
 
 void Table::DeleteLocked(size_t slot, Released& released) {
   Entry& entry = entries_[slot];
-  const uint64_t key = entry.key;
+  const uint64_t key = entry.item->key();
   ++num_changes_;
   RemoveReferences(*entry.item);
   released.push_back(std::move(entry.item));
@@ -194,7 +194,7 @@ void Table::DeleteLocked(size_t slot, Released& released) {
   const size_t last = entries_.size() - 1;
   if (slot != last) {
     entry = std::move(entries_[last]);
-    *slots_.Find(entry.key) = static_cast<uint32_t>(slot);
+    *slots_.Find(entry.item->key()) = static_cast<uint32_t>(slot);
   }
   entries_.pop_back();
   slots_.Erase(key);

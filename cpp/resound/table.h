@@ -157,10 +157,10 @@ class Table {
 
  private:
   struct Entry {
+    // The key is read from the item (not kept here too: 8 bytes per item).
+    // Moving the last entry into a freed slot reads it from the item most
+    // recently inserted or moved, which is usually still in cache.
     std::shared_ptr<const Item> item;
-    // The item's key, also here: moving the last entry into a freed slot
-    // then updates the key index without touching the (cold) item.
-    uint64_t key = 0;
     double priority = 0.0;
     int64_t inserted_at_ns = 0;
     uint64_t sequence = 0;  // insertion order
