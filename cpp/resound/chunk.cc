@@ -113,9 +113,10 @@ int64_t Chunk::uncompressed_size() const noexcept {
 }
 
 int64_t Chunk::memory_bytes() const noexcept {
-  // The object, the store's link, the control block and malloc's header
-  // share one block with the shape and the payload.
-  constexpr int64_t kOverhead = sizeof(Chunk) + 48;
+  // The object, the store's link (8 bytes), the control block (16), the
+  // block's size (8) and malloc's header (8) share one block with the shape
+  // and the payload.
+  constexpr int64_t kOverhead = sizeof(Chunk) + 40;
   return static_cast<int64_t>(data_size_ + rank_ * sizeof(int64_t)) + kOverhead;
 }
 

@@ -1,5 +1,6 @@
 #include "resound/chunk_store.h"
 
+#include <memory>
 #include <string>
 
 #include "resound/errors.h"
@@ -10,9 +11,9 @@ namespace resound {
 class ChunkStore::StoredChunk final : public Chunk {
  public:
   // `storage.data` holds Chunk::StorageBytes(metadata, payload.size()) bytes.
-  StoredChunk(std::shared_ptr<State> state, const ChunkMetadata& metadata, std::span<const std::byte> payload,
+  StoredChunk(const StateRef& state, const ChunkMetadata& metadata, std::span<const std::byte> payload,
               const TrailingStorage& storage) noexcept
-      : Chunk(metadata, payload, storage.data), state_(std::move(state)) {
+      : Chunk(metadata, payload, storage.data), state_(state) {
     // Counted for as long as the memory exists, so a rejected duplicate is
     // counted briefly too and the figures always return to their old values.
     state_->memory_bytes.fetch_add(memory_bytes(), std::memory_order_relaxed);
@@ -37,7 +38,7 @@ class ChunkStore::StoredChunk final : public Chunk {
   }
 
  private:
-  std::shared_ptr<State> state_;
+  StateRef state_;
 };
 
 ChunkStore::Shard& ChunkStore::State::ShardFor(uint64_t key) noexcept {
@@ -48,10 +49,29 @@ ChunkStore::Shard& ChunkStore::State::ShardFor(uint64_t key) noexcept {
   return shards[h % shards.size()];
 }
 
-ChunkStore::ChunkStore(size_t num_shards) {
-  if (num_shards == 0) throw InvalidArgumentError("num_shards must be >= 1, got 0");
-  state_ = std::make_shared<State>(num_shards);
+ChunkStore::StateRef::StateRef(size_t num_shards) : state_(std::make_unique<State>(num_shards).release()) {}
+
+ChunkStore::StateRef::StateRef(const StateRef& other) noexcept : state_(other.state_) {
+  state_->owners.fetch_add(1, std::memory_order_relaxed);
 }
+
+ChunkStore::StateRef::~StateRef() {
+  // acq_rel: the last owner sees every other owner's writes before freeing.
+  if (state_->owners.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    const std::unique_ptr<State> last(state_);  // adopts it, and frees it here
+  }
+}
+
+namespace {
+
+size_t CheckedShards(size_t num_shards) {
+  if (num_shards == 0) throw InvalidArgumentError("num_shards must be >= 1, got 0");
+  return num_shards;
+}
+
+}  // namespace
+
+ChunkStore::ChunkStore(size_t num_shards) : state_(CheckedShards(num_shards)) {}
 
 std::shared_ptr<const Chunk> ChunkStore::Insert(const ChunkMetadata& metadata, std::span<const std::byte> payload) {
   Chunk::Validate(metadata, payload.size());
