@@ -51,6 +51,10 @@ class ChunkStore {
   // A slot of the index is free when its weak_ptr has no control block (an
   // expired one still marks a chunk that is being destroyed).
   struct NoChunk {
+    template <typename V>
+    static V Empty() noexcept {
+      return V();
+    }
     static bool IsEmpty(const std::weak_ptr<const Chunk>& chunk) noexcept {
       return !chunk.owner_before(std::weak_ptr<const Chunk>()) &&
              !std::weak_ptr<const Chunk>().owner_before(chunk);

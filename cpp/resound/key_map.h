@@ -25,15 +25,17 @@
 //
 // By default every slot carries a flag saying whether it is in use, which
 // with padding costs 8 bytes per slot for most value types. A value type with
-// a natural "nothing here" state can instead name it through the `EmptyValue`
-// policy, a type with `static bool IsEmpty(const V&) noexcept` that holds for
-// `V()`: a slot is then free exactly when its value is empty, and an empty
-// value may not be inserted.
+// a "nothing here" state can instead name it through the `EmptyValue` policy,
+// a type with `template <typename V> static V Empty() noexcept` and a static
+// `IsEmpty(const V&) noexcept` (a template or not): a slot is then free exactly when its value is empty, and an empty value may not be
+// inserted. Such a map of 4-byte values stores each key as two 32-bit halves,
+// so a slot is 12 bytes rather than 16 padded ones.
 #ifndef RESOUND_KEY_MAP_H_
 #define RESOUND_KEY_MAP_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -49,8 +51,25 @@ struct KeyMapUseFlag {};
 // zero: a slot is free when its value is zero.
 struct KeyMapZeroIsEmpty {
   template <typename V>
+  static V Empty() noexcept {
+    return V();
+  }
+  template <typename V>
   static bool IsEmpty(const V& value) noexcept {
     return value == V();
+  }
+};
+
+// A policy for maps of indexes that never reach their type's maximum: a
+// slot is free when its value is that maximum.
+struct KeyMapMaxIsEmpty {
+  template <typename V>
+  static V Empty() noexcept {
+    return std::numeric_limits<V>::max();
+  }
+  template <typename V>
+  static bool IsEmpty(const V& value) noexcept {
+    return value == std::numeric_limits<V>::max();
   }
 };
 
@@ -89,8 +108,8 @@ class KeyMap {
     if (hole == kAbsent) return false;
     // Backward shift: runs are sorted by home slot, so every following entry
     // not at its home moves back one slot, up to the end of the run.
-    for (size_t j = Next(hole); Used(slots_[j]) && Distance(slots_[j].key, j) > 0; j = Next(j)) {
-      slots_[hole].key = slots_[j].key;
+    for (size_t j = Next(hole); Used(slots_[j]) && Distance(KeyOf(slots_[j]), j) > 0; j = Next(j)) {
+      SetKey(slots_[hole], KeyOf(slots_[j]));
       slots_[hole].value = std::move(slots_[j].value);
       hole = j;
     }
@@ -109,7 +128,7 @@ class KeyMap {
   template <typename F>
   void ForEach(F&& visit) const {
     for (const Slot& slot : slots_) {
-      if (Used(slot)) visit(slot.key, slot.value);
+      if (Used(slot)) visit(KeyOf(slot), slot.value);
     }
   }
 
@@ -131,10 +150,33 @@ class KeyMap {
   };
   struct PlainSlot {
     uint64_t key = 0;
-    V value{};
+    V value = EmptyValue::template Empty<V>();
   };
-  using Slot = std::conditional_t<kUseFlag, FlaggedSlot, PlainSlot>;
+  // Two halves keep the slot at 4-byte alignment: 12 bytes, not 16.
+  struct SplitKeySlot {
+    uint32_t key_low = 0;
+    uint32_t key_high = 0;
+    V value = EmptyValue::template Empty<V>();
+  };
+  static constexpr bool kSplitKey = !kUseFlag && sizeof(V) == 4 && alignof(V) <= 4;
+  using Slot = std::conditional_t<kUseFlag, FlaggedSlot, std::conditional_t<kSplitKey, SplitKeySlot, PlainSlot>>;
   using Slots = PageVector<Slot>;
+
+  static uint64_t KeyOf(const Slot& slot) noexcept {
+    if constexpr (kSplitKey) {
+      return uint64_t{slot.key_high} << 32 | slot.key_low;
+    } else {
+      return slot.key;
+    }
+  }
+  static void SetKey(Slot& slot, uint64_t key) noexcept {
+    if constexpr (kSplitKey) {
+      slot.key_low = static_cast<uint32_t>(key);
+      slot.key_high = static_cast<uint32_t>(key >> 32);
+    } else {
+      slot.key = key;
+    }
+  }
 
   static bool Used(const Slot& slot) noexcept {
     if constexpr (kUseFlag) {
@@ -145,12 +187,16 @@ class KeyMap {
   }
   static void Occupy(Slot& slot, uint64_t key, V&& value) {
     if constexpr (kUseFlag) slot.used = true;
-    slot.key = key;
+    SetKey(slot, key);
     slot.value = std::move(value);
   }
   static void Vacate(Slot& slot) noexcept {
-    if constexpr (kUseFlag) slot.used = false;
-    slot.value = V();
+    if constexpr (kUseFlag) {
+      slot.used = false;
+      slot.value = V();
+    } else {
+      slot.value = EmptyValue::template Empty<V>();
+    }
   }
 
   // The next capacity: a quarter more (see the top of this file).
@@ -169,8 +215,10 @@ class KeyMap {
     for (size_t i = Home(key), distance = 0;; i = Next(i), ++distance) {
       const Slot& slot = slots_[i];
       // An entry nearer its home than `key` would be means `key` is absent.
-      if (!Used(slot) || Distance(slot.key, i) < distance) return kAbsent;
-      if (slot.key == key) return i;
+      if (!Used(slot)) return kAbsent;
+      const uint64_t resident = KeyOf(slot);
+      if (Distance(resident, i) < distance) return kAbsent;
+      if (resident == key) return i;
     }
   }
   // How far slot `i` is from the home slot of `key`.
@@ -190,9 +238,11 @@ class KeyMap {
         Occupy(slot, key, std::move(value));
         return placed != nullptr ? placed : &slot.value;
       }
-      const size_t resident = Distance(slot.key, i);
+      const uint64_t resident_key = KeyOf(slot);
+      const size_t resident = Distance(resident_key, i);
       if (resident < distance) {
-        std::swap(slot.key, key);
+        SetKey(slot, key);
+        key = resident_key;
         std::swap(slot.value, value);
         if (placed == nullptr) placed = &slot.value;
         distance = resident;
@@ -208,7 +258,7 @@ class KeyMap {
     old.swap(slots_);
     capacity_ = capacity;
     for (Slot& slot : old) {
-      if (Used(slot)) Place(slot.key, std::move(slot.value));
+      if (Used(slot)) Place(KeyOf(slot), std::move(slot.value));
     }
   }
 

@@ -103,7 +103,7 @@ void Table::RemoveReferences(const Item& item) {
   // Zero marks a free slot in these maps, so a key is erased instead of
   // being counted down to zero.
   for (const auto& chunk : item.chunks()) {
-    uint64_t* count = chunk_refs_.Find(chunk->key());
+    uint32_t* count = chunk_refs_.Find(chunk->key());
     if (*count > 1) {
       --*count;
       continue;

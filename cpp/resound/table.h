@@ -183,14 +183,16 @@ class Table {
 
   mutable std::mutex mu_;
   PageVector<Entry> entries_;  // slot -> entry
-  KeyMap<uint32_t> slots_;      // item key -> slot
+  KeyMap<uint32_t, KeyMapMaxIsEmpty> slots_;  // item key -> slot (slots stay below kMaxSlots)
   std::unique_ptr<SlotSelector> sampler_;
   std::unique_ptr<SlotSelector> remover_;
   RateLimiter limiter_;
   // Counts drop to zero only as their key is erased, so zero marks a free
-  // slot (16-byte slots instead of 24).
+  // slot (16-byte slots instead of 24, and 12 for the 4-byte counts).
   KeyMap<uint64_t, KeyMapZeroIsEmpty> episode_refs_;  // episode id -> its chunks referenced here
-  KeyMap<uint64_t, KeyMapZeroIsEmpty> chunk_refs_;    // chunk key -> items referencing it
+  // Chunk key -> items referencing it. An item lists a chunk once, so a count
+  // never exceeds the items in the table, which stay below kMaxSlots.
+  KeyMap<uint32_t, KeyMapZeroIsEmpty> chunk_refs_;
   int64_t chunk_memory_bytes_ = 0;
   int64_t num_deleted_episodes_ = 0;
   int64_t num_unique_samples_ = 0;

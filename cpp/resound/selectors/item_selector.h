@@ -54,7 +54,7 @@ class ItemSelector {
  private:
   std::unique_ptr<SlotSelector> slots_;
   PageVector<uint64_t> keys_;  // slot -> key
-  KeyMap<uint32_t> index_;      // key -> slot
+  KeyMap<uint32_t, KeyMapMaxIsEmpty> index_;  // key -> slot (slots stay below kMaxSlots)
 };
 
 }  // namespace resound
