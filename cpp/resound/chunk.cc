@@ -6,6 +6,7 @@
 #include <memory>
 #include <new>
 
+#include "resound/bulk_copy.h"
 #include "resound/errors.h"
 
 namespace resound {
@@ -98,7 +99,7 @@ Chunk::Chunk(const ChunkMetadata& m, std::span<const std::byte> payload, std::by
   // Start the lifetime of the dimensions as int64_t objects, then the payload
   // right behind them (8-byte aligned, as numpy wants for any dtype).
   std::uninitialized_copy(m.step_shape.begin(), m.step_shape.end(), reinterpret_cast<int64_t*>(storage_));
-  if (!payload.empty()) std::memcpy(storage_ + rank_ * sizeof(int64_t), payload.data(), payload.size());
+  if (!payload.empty()) BulkCopy::Copy(storage_ + rank_ * sizeof(int64_t), payload.data(), payload.size());
 }
 
 std::span<const int64_t> Chunk::step_shape() const noexcept {
