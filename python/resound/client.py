@@ -37,7 +37,7 @@ import numpy as np
 from resound import _batch_assembly, nest, specs
 from resound._checks import as_updates, check_count, check_priority, check_timeout
 from resound._operation_names import names_operation, renamed_calls, renamed_iteration
-from resound._samples import sample_generator
+from resound._samples import BatchSizer, sample_generator
 from resound._transport import factory
 from resound._transport.closed import ClosedTransport
 from resound._transport.targets import parse_target
@@ -114,6 +114,7 @@ class Client:
         self._transport_kind = transport
         self._failover = failover
         self._random = _random_source()
+        self._batch_sizers: dict[str, BatchSizer] = {}
         # How every call reaches the tables (resound._transport.factory).
         self._transport: Transport = factory.transport_for(
             target, transport, failover=failover, tls=tls, turn=turn
@@ -128,6 +129,7 @@ class Client:
         client._failover = True
         client._tls = None
         client._random = _random_source()
+        client._batch_sizers = {}
         return client
 
     def _error_addresses(self) -> list[str]:
@@ -356,16 +358,26 @@ class Client:
         Each is a ``ReplaySample(info, data)``; with ``emit_timesteps`` (the
         default) a list of them, one per timestep. Samples are taken from the
         table in flexible batches (as many as the rate limiter allows at once,
-        up to what is still needed), so abandoning the generator early may
-        leave taken samples unseen. ``timeout`` bounds each wait for the rate
-        limiter (seconds; None: forever) and raises DeadlineExceededError.
+        up to what is still needed and to about 4 MB of data), so abandoning
+        the generator early may leave taken samples unseen. ``timeout``
+        bounds each wait for the rate limiter (seconds; None: forever) and
+        raises DeadlineExceededError.
         """
         num_samples = check_count(num_samples, "num_samples")
         timeout = check_timeout(timeout)
         take = self._taker(table, flexible=True)
         signature = self._signature(table) if unpack_as_table_signature else None
         return renamed_iteration(
-            sample_generator(take, num_samples, emit_timesteps, signature, timeout), "sample", self
+            sample_generator(
+                take,
+                num_samples,
+                emit_timesteps,
+                signature,
+                timeout,
+                self._batch_sizers.setdefault(table, BatchSizer()),
+            ),
+            "sample",
+            self,
         )
 
     def _taker(self, table: str, flexible: bool = False) -> Take:

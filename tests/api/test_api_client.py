@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import resound
-from resound import _core, rate_limiters, selectors
+from resound import _core, _samples, rate_limiters, selectors
 from resound.table import shared_chunk_store
 
 from helpers.waiting import SAFETY, Background, wait_until
@@ -258,6 +258,35 @@ def test_sample_is_lazy_and_yields_exactly_num_samples(
     assert len(rest) + 1 == 5
     assert counters(server, "uniform")["samples"] == 5
     assert all(isinstance(s, list) and len(s) == 1 for s in [first, *rest])
+
+
+def test_sample_takes_large_items_a_few_megabytes_at_a_time(serve: Any) -> None:
+    # Samples of a batch are views of its arrays: asking for many large
+    # samples must not gather them all before giving out the first.
+    server, client = serve(
+        resound.Table("t", selectors.Uniform(), selectors.Fifo(), 100, rate_limiters.MinSize(1))
+    )
+    step = np.zeros(100_000, np.float32)  # 400 KB
+    with client.trajectory_writer(1) as writer:
+        for _ in range(20):
+            writer.append(step)
+            writer.create_item("t", 1.0, writer.history[-1:])
+    taken = []
+    generator = client.sample("t", num_samples=1000, emit_timesteps=False)
+    for _ in range(12):
+        next(generator)
+        taken.append(counters(server, "t")["samples"])
+    # One sample first (its size is not known before), then batches of
+    # BATCH_BYTES (4 MB: 10 samples).
+    per_batch = _samples.BATCH_BYTES // step.nbytes
+    assert per_batch == 10
+    assert taken[0] == 1
+    assert taken[1] == taken[10] == 1 + per_batch
+    assert taken[11] == 1 + 2 * per_batch
+    assert sum(1 for _ in generator) == 1000 - 12
+    # The size is remembered: the next call starts with a full batch.
+    next(client.sample("t", num_samples=1000))
+    assert counters(server, "t")["samples"] == 1000 + per_batch
 
 
 def test_more_samples_than_one_pass_takes_are_all_returned(serve: Any) -> None:
