@@ -47,9 +47,16 @@ class BatchSizer:
         fitting = BATCH_BYTES // max(1, self._bytes_per_sample)
         return max(1, min(remaining, _core.MAX_SAMPLES_PER_CALL, fitting))
 
-    def observe(self, columns: list[np.ndarray]) -> None:
+    def observe(self, bytes_per_sample: int) -> None:
         """Notes the size of a sample of the latest batch."""
-        self._bytes_per_sample = sum(column.nbytes for column in columns)
+        self._bytes_per_sample = bytes_per_sample
+
+
+def _nbytes(columns: list[np.ndarray], count: int) -> int:
+    """Bytes per sample of ``count`` samples held in ``columns``, measured
+    before strings become Python objects (whose ``nbytes`` would count
+    pointers, and whose scalars are ``bytes``)."""
+    return sum(column.nbytes for column in columns) // max(1, count)
 
 
 def sample_generator(
@@ -72,6 +79,7 @@ def sample_generator(
             infos = _infos(batch)
             stacked = _batch_assembly.stack_columns(batch)
             if stacked is not None:
+                sizer.observe(_nbytes(stacked, len(batch)))
                 stacked = _codec.strings_as_objects(stacked)
             decoded: dict[int, np.ndarray] = {}  # each chunk decoded once per batch
             for index, info in enumerate(infos):
@@ -80,11 +88,10 @@ def sample_generator(
                     columns = [column[index, ...] for column in stacked]
                 else:
                     item = batch[index]
-                    columns = _codec.strings_as_objects(
-                        _codec.gather_item(item.trajectory, item.chunks, decoded)
-                    )
-                if index == 0:
-                    sizer.observe(columns)
+                    gathered = _codec.gather_item(item.trajectory, item.chunks, decoded)
+                    if index == 0:
+                        sizer.observe(_nbytes(gathered, 1))
+                    columns = _codec.strings_as_objects(gathered)
                 if emit_timesteps:
                     item = batch[index] if item is None else item
                     squeezed = [squeeze for _, squeeze in item.trajectory]

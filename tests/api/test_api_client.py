@@ -289,6 +289,21 @@ def test_sample_takes_large_items_a_few_megabytes_at_a_time(serve: Any) -> None:
     assert counters(server, "t")["samples"] == 1000 + per_batch
 
 
+def test_sample_of_string_columns_past_the_first_batch(serve: Any) -> None:
+    # Strings come out as objects (their scalars are bytes); the batch's size
+    # is taken from the arrays before that, for scalar and shaped columns.
+    server, client = serve(resound.Table.queue("t", 100))
+    with client.trajectory_writer(1) as writer:
+        for i in range(30):
+            writer.append({"text": np.array(b"step %d" % i), "pair": np.array([b"a", b"bc"])})
+            writer.create_item("t", 1.0, {k: v[-1] for k, v in writer.history.items()})
+    got = [s.data for s in client.sample("t", num_samples=30, emit_timesteps=False)]
+    # Without a signature, data is the flat columns: "pair", then "text".
+    assert [text for _, text in got] == [b"step %d" % i for i in range(30)]
+    assert all(list(pair) == [b"a", b"bc"] for pair, _ in got)
+    assert counters(server, "t")["samples"] == 30
+
+
 def test_more_samples_than_one_pass_takes_are_all_returned(serve: Any) -> None:
     # A table gives at most MAX_SAMPLES_PER_CALL samples per pass: the client
     # asks again until it has them all, over every transport.
