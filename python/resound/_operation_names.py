@@ -28,9 +28,9 @@ import functools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
-from resound._wire.operation import CURRENT, RPC_NAME
+from resound._wire.operation import RPC_NAME, mark
 
-__all__ = ["names_operation", "rename", "renamed_calls", "renamed_iteration"]
+__all__ = ["mark", "names_operation", "rename", "rename_for", "renamed_calls", "renamed_iteration"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -57,6 +57,13 @@ def rename(error: BaseException, operation: str, addresses: Sequence[str]) -> No
         error._resound_rpc_text = text  # type: ignore[attr-defined]
 
 
+def rename_for(error: BaseException, operation: str, owner: Any) -> None:
+    """``rename`` with the addresses of ``owner``'s ``_error_addresses()``:
+    for a hot method that renames its own errors (see ``mark``) instead of
+    paying for ``names_operation``'s generic frame."""
+    rename(error, operation, _addresses(owner))
+
+
 def _addresses(owner: Any) -> list[str]:
     try:
         return list(owner._error_addresses())
@@ -69,19 +76,17 @@ def names_operation(operation: str) -> Callable[[F], F]:
     ``rename``); the owner's ``_error_addresses()`` gives the addresses."""
 
     def decorate(method: F) -> F:
-        @functools.wraps(method)
         def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-            # The outermost operation names the warnings logged meanwhile.
-            token = CURRENT.set(operation) if CURRENT.get() is None else None
+            # A marked frame: its `operation` names the warnings logged
+            # meanwhile (resound._wire.operation).
             try:
                 return method(self, *args, **kwargs)
             except Exception as error:
                 rename(error, operation, _addresses(self))
                 raise
-            finally:
-                if token is not None:
-                    CURRENT.reset(token)
 
+        mark(call.__code__)
+        functools.update_wrapper(call, method)
         return call  # type: ignore[return-value]
 
     return decorate
@@ -91,18 +96,15 @@ def renamed_calls(function: Callable[..., Any], operation: str, owner: Any) -> C
     """``function``, its errors (and warnings) naming ``operation``: for a
     public operation's work on another thread (a prefetching iterator)."""
 
-    @functools.wraps(function)
     def call(*args: Any, **kwargs: Any) -> Any:
-        token = CURRENT.set(operation) if CURRENT.get() is None else None
         try:
             return function(*args, **kwargs)
         except Exception as error:
             rename(error, operation, _addresses(owner))
             raise
-        finally:
-            if token is not None:
-                CURRENT.reset(token)
 
+    mark(call.__code__)
+    functools.update_wrapper(call, function)
     return call
 
 
@@ -110,8 +112,8 @@ def renamed_iteration(iterator: Iterable[Any], operation: str, owner: Any) -> It
     """``iterator``'s items; an error while iterating names ``operation``."""
     iterator = iter(iterator)
     while True:
-        # Set only around each step: the caller runs between them.
-        token = CURRENT.set(operation) if CURRENT.get() is None else None
+        # This generator's frame is on the stack only while it runs a step
+        # (marked below), not while the caller runs between steps.
         try:
             item = next(iterator)
         except StopIteration:
@@ -119,7 +121,7 @@ def renamed_iteration(iterator: Iterable[Any], operation: str, owner: Any) -> It
         except Exception as error:
             rename(error, operation, _addresses(owner))
             raise
-        finally:
-            if token is not None:
-                CURRENT.reset(token)
         yield item
+
+
+mark(renamed_iteration.__code__)
