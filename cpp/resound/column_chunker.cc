@@ -50,7 +50,7 @@ uint64_t ColumnChunker::Append(std::span<const std::byte> row, uint64_t episode_
     throw InvalidArgumentError("a row of this column has " + std::to_string(row_bytes_) + " bytes, got " +
                                std::to_string(row.size()));
   }
-  std::vector<std::shared_ptr<const Chunk>> dropped;  // destroyed after the lock
+  std::shared_ptr<const Chunk> dropped;  // destroyed after the lock
   std::lock_guard<std::mutex> lock(mu_);
   // Checked before anything changes, so that completing the chunk cannot
   // fail its validation half-way.
@@ -81,7 +81,7 @@ uint64_t ColumnChunker::Append(std::span<const std::byte> row, uint64_t episode_
       throw;
     }
   }
-  TrimLocked(dropped);
+  dropped = TrimOneLocked();
   return key;
 }
 
@@ -94,17 +94,32 @@ void ColumnChunker::CompleteLocked(std::span<const std::byte> rows) {
   metadata_.num_steps = open_rows_;
   metadata_.uncompressed_size = static_cast<int64_t>(rows.size());
   auto chunk = store_->Insert(metadata_, rows);
-  kept_.push_back({rows_appended_ - 1, std::move(chunk)});
+  KeepLocked({rows_appended_ - 1, std::move(chunk)});
   open_rows_ = 0;
+}
+
+void ColumnChunker::KeepLocked(Kept kept) {
+  if (kept_begin_ > 0 && 2 * kept_begin_ >= kept_.size()) {
+    kept_.erase(kept_.begin(), kept_.begin() + static_cast<std::ptrdiff_t>(kept_begin_));
+    kept_begin_ = 0;
+  }
+  kept_.push_back(std::move(kept));
 }
 
 void ColumnChunker::TrimLocked(std::vector<std::shared_ptr<const Chunk>>& dropped) {
   // Rows older than the newest keep_alive ones can no longer be referenced.
   const int64_t oldest_alive = rows_appended_ - keep_alive_;
-  while (!kept_.empty() && kept_.front().last_row < oldest_alive) {
-    dropped.push_back(std::move(kept_.front().chunk));
-    kept_.pop_front();
+  while (kept_begin_ < kept_.size() && kept_[kept_begin_].last_row < oldest_alive) {
+    dropped.push_back(std::move(kept_[kept_begin_++].chunk));
   }
+}
+
+std::shared_ptr<const Chunk> ColumnChunker::TrimOneLocked() noexcept {
+  // Every kept chunk had a row in the window before this row; their last
+  // rows differ, so only one can have left it.
+  const int64_t oldest_alive = rows_appended_ - keep_alive_;
+  if (kept_begin_ == kept_.size() || kept_[kept_begin_].last_row >= oldest_alive) return nullptr;
+  return std::move(kept_[kept_begin_++].chunk);
 }
 
 std::vector<std::byte> ColumnChunker::OpenRow(int64_t offset) const {
@@ -118,9 +133,10 @@ std::vector<std::byte> ColumnChunker::OpenRow(int64_t offset) const {
 }
 
 void ColumnChunker::Clear() noexcept {
-  std::deque<Kept> dropped;
+  std::vector<Kept> dropped;
   std::lock_guard<std::mutex> lock(mu_);
   dropped.swap(kept_);
+  kept_begin_ = 0;
   open_rows_ = 0;
   rows_appended_ = 0;
 }
@@ -165,7 +181,7 @@ int64_t ColumnChunker::open_rows() const noexcept {
 
 size_t ColumnChunker::num_kept() const noexcept {
   std::lock_guard<std::mutex> lock(mu_);
-  return kept_.size();
+  return kept_.size() - kept_begin_;
 }
 
 }  // namespace resound

@@ -18,7 +18,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -85,6 +84,14 @@ class ColumnChunker {
   // be destroyed after the lock is released (a chunk's destructor takes a
   // store lock).
   void TrimLocked(std::vector<std::shared_ptr<const Chunk>>& dropped);
+  // TrimLocked after one more row: the window moved by one row, so at most
+  // the oldest chunk left it. Returned rather than put in a vector, so that
+  // appending allocates nothing but the chunks themselves.
+  std::shared_ptr<const Chunk> TrimOneLocked() noexcept;
+  // Appends to kept_, first compacting the dropped entries at its front once
+  // they are half of it (amortised O(1); its capacity is reused, so a
+  // steady stream of chunks allocates nothing here, unlike a deque's blocks).
+  void KeepLocked(Kept kept);
 
   const std::shared_ptr<ChunkStore> store_;
   size_t row_bytes_ = 0;
@@ -97,7 +104,10 @@ class ColumnChunker {
   int64_t keep_alive_ = 1;
   int64_t open_rows_ = 0;
   int64_t rows_appended_ = 0;  // since construction or Clear
-  std::deque<Kept> kept_;      // oldest first
+  // Kept chunks, oldest first, from index kept_begin_ on (the entries
+  // before it were dropped: see KeepLocked).
+  std::vector<Kept> kept_;
+  size_t kept_begin_ = 0;
   uint64_t key_state_ = 0;     // splitmix64 state, seeded from std::random_device
 };
 

@@ -1,7 +1,8 @@
 // ColumnChunker: rows land in chunks of the configured length with the right
 // metadata; complete chunks stay alive exactly while one of their rows is in
 // the keep-alive window (also across early, short chunks); bad rows and
-// steps are refused without changing anything; resizing, clearing and
+// steps are refused without changing anything; a long run keeps exactly
+// the window's chunks; resizing, clearing and
 // threads hammering one chunker (a misused writer) keep it consistent.
 #include <cstddef>
 #include <cstdint>
@@ -111,6 +112,56 @@ void RefusesBadConfigurations() {
   RESOUND_CHECK(store->Find(key) != nullptr && store->Find(key)->num_steps() == 2);
 }
 
+// A long run of appends, with early chunks (Finalize) and the window resized
+// now and then: after every call, exactly the chunks with a row among the
+// newest keep_alive rows are kept (the kept list drops from its front and
+// compacts itself as it goes).
+void KeepsTheWindowOverALongRun() {
+  auto store = std::make_shared<ChunkStore>(4);
+  ColumnChunker chunker(store, DType::Parse("<i4"), {2}, 3, 4);
+  struct Made {
+    uint64_t key;
+    int64_t last_row;
+    bool gone;  // left the window once (a larger window later does not bring it back)
+  };
+  std::vector<Made> made;  // complete chunks, oldest first
+  int64_t keep_alive = 4;
+  int64_t rows = 0;
+  int64_t open = 0;
+  for (int i = 0; i < 5000; ++i) {
+    const uint64_t key = chunker.Append(Row(i, i), 0, i);
+    ++rows;
+    if (++open == 3) {
+      made.push_back({key, rows - 1, false});
+      open = 0;
+    }
+    if (i % 11 == 5 && open > 0) {
+      chunker.Finalize();
+      made.push_back({key, rows - 1, false});
+      open = 0;
+    }
+    if (i % 997 == 500) {
+      keep_alive = keep_alive == 4 ? 9 : 4;
+      chunker.SetKeepAlive(keep_alive);
+    }
+    size_t alive = 0;
+    for (Made& chunk : made) {
+      chunk.gone = chunk.gone || chunk.last_row < rows - keep_alive;
+      const bool in_window = !chunk.gone;
+      alive += in_window ? 1 : 0;
+      RESOUND_CHECK((store->Find(chunk.key) != nullptr) == in_window);
+    }
+    RESOUND_CHECK(chunker.num_kept() == alive);
+    // Chunks long gone need not be checked again.
+    if (made.size() > 64) made.erase(made.begin(), made.begin() + 32);
+  }
+  chunker.Clear();
+  RESOUND_CHECK(chunker.num_kept() == 0 && store->num_chunks() == 0);
+  chunker.Append(Row(1, 1), 0, 0);
+  chunker.Finalize();
+  RESOUND_CHECK(chunker.num_kept() == 1 && store->num_chunks() == 1);
+}
+
 void ConcurrentAppends() {
   auto store = std::make_shared<ChunkStore>(4);
   ColumnChunker chunker(store, DType::Parse("<i4"), {2}, 4, 8);
@@ -140,6 +191,7 @@ int main() {
   resound::ChunksOfTheConfiguredLength();
   resound::KeepsChunksWhileARowIsInTheWindow();
   resound::RefusesBadConfigurations();
+  resound::KeepsTheWindowOverALongRun();
   resound::ConcurrentAppends();
   std::puts("column_chunker_test: ok");
   return 0;
