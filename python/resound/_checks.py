@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -54,9 +55,11 @@ def as_priority(value: Any, name: str = "priority") -> float:
 
 
 def as_updates(updates: Any) -> Any:
-    """A (keys, priorities) pair of arrays as two numpy arrays; other forms
-    (dict, pairs) unchanged. Keys must come as an array (numpy, torch, JAX):
-    a tuple of two Python (key, priority) pairs stays a list of pairs."""
+    """A (keys, priorities) pair of arrays as two numpy arrays; a one-shot
+    iterator of pairs as a list (see ``once_read``); other forms (dict,
+    pairs) unchanged. Keys must come as an array (numpy, torch, JAX): a
+    tuple of two Python (key, priority) pairs stays a list of pairs."""
+    updates = once_read(updates)
     if (
         isinstance(updates, tuple)
         and len(updates) == 2
@@ -79,6 +82,26 @@ def as_updates(updates: Any) -> Any:
             raise ValueError("updates keys must be >= 0")
         return (keys.astype(np.uint64, copy=False), priorities)
     return updates
+
+
+def once_read(values: Any) -> Any:
+    """``values`` as a list if it is a one-shot iterator (a generator, a
+    ``map``): a transport may read a call's arguments twice (the same-host
+    transport hands a call to gRPC when its socket fails part-way, a client
+    of several servers sends deletes to each), and a second read of an
+    iterator finds it empty. Arrays, lists and other collections as given.
+
+    Example:
+        >>> once_read(k for k in (1, 2)), once_read((1, 2))
+        ([1, 2], (1, 2))
+    """
+    if values is None or type(values) in _READ_AGAIN:
+        return values  # the common forms, without isinstance's ABC check (200 -> 50 ns)
+    return list(values) if isinstance(values, Iterator) else values
+
+
+# Types that read the same every time: once_read passes them on as they are.
+_READ_AGAIN = frozenset({dict, list, tuple, np.ndarray})
 
 
 def check_priority(priority: Any, prioritized: bool, table: str) -> float:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from resound import _batch_assembly, nest, specs
-from resound._checks import as_updates, check_count, check_priority, check_timeout
+from resound._checks import as_updates, check_count, check_priority, check_timeout, once_read
 from resound._operation_names import names_operation, renamed_calls, renamed_iteration
 from resound._samples import BatchSizer, sample_generator
 from resound._transport import factory
@@ -514,7 +514,7 @@ class Client:
         (by this client, among its last 65,536 samples), other keys to every
         server; a server that is away is skipped.
         """
-        self._transport.mutate_priorities(table, as_updates(updates), deletes)
+        self._transport.mutate_priorities(table, as_updates(updates), once_read(deletes))
 
     def update_priorities(self, table: str, updates: Mapping[int, float] | tuple[Any, Any]) -> None:
         """``mutate_priorities(table, updates=updates)``."""

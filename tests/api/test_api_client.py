@@ -745,6 +745,22 @@ def test_mutate_priorities_updates_deletes_and_ignores_missing_keys(
     assert info.rate_limiter_info.delete_stats.completed == 2
 
 
+def test_mutate_priorities_takes_one_shot_iterators(serve: Any) -> None:
+    # A generator of deletes and a map of update pairs, read once by the
+    # client whatever its transport does with them (a fallback from the
+    # same-host socket to gRPC sends the call again).
+    server, client = serve(*tables())
+    for value in range(4):
+        client.insert(value, priorities={"prio": 1.0})
+    k0, k1, k2, k3 = keys(server, "prio")
+    client.mutate_priorities(
+        "prio",
+        updates=map(lambda key: (key, 7.0), [k0]),
+        deletes=(key for key in (k1, k2)),
+    )
+    assert priorities_by_key(server, "prio") == {k0: 7.0, k3: 1.0}
+
+
 def test_prioritized_sampling_follows_updated_priorities(
     server: resound.Server, client: resound.Client
 ) -> None:
