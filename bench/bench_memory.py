@@ -30,6 +30,7 @@ import argparse
 import json
 import subprocess
 import sys
+import tempfile
 from typing import Any
 
 from _common import print_table, reverb_here
@@ -139,26 +140,36 @@ def run_embedded(module: str, items: int, size: int) -> dict[str, Any]:
 
 
 def run_server(module: str, items: int, size: int) -> dict[str, Any]:
-    server = subprocess.Popen(
-        [sys.executable, "-c", SERVER.format(module=module, items=items, size=size)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert server.stdout is not None
-        port = int(server.stdout.readline())
-        code = WRITER.format(module=module, items=items, size=size, port=port, pid=server.pid)
-        return last_line(
-            subprocess.run(
-                [sys.executable, "-c", code], capture_output=True, text=True, timeout=7200
-            )
+    # The server's errors go to a file (a pipe nobody reads could fill up
+    # with TensorFlow's log lines and stall it), shown if it fails to start.
+    with tempfile.TemporaryFile("w+") as errors:
+        server = subprocess.Popen(
+            [sys.executable, "-c", SERVER.format(module=module, items=items, size=size)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            text=True,
         )
-    finally:
-        assert server.stdin is not None
-        server.stdin.close()
-        server.wait(timeout=120)
+        try:
+            assert server.stdout is not None
+            line = server.stdout.readline()
+            if not line.strip():
+                errors.seek(0)
+                raise RuntimeError(
+                    f"the {module} server process did not start:\n{errors.read()[-3000:]}"
+                )
+            code = WRITER.format(
+                module=module, items=items, size=size, port=int(line), pid=server.pid
+            )
+            return last_line(
+                subprocess.run(
+                    [sys.executable, "-c", code], capture_output=True, text=True, timeout=7200
+                )
+            )
+        finally:
+            assert server.stdin is not None
+            server.stdin.close()
+            server.wait(timeout=120)
 
 
 def main() -> int:
