@@ -107,16 +107,11 @@ void ColumnChunker::KeepLocked(Kept kept) {
 }
 
 void ColumnChunker::TrimLocked(std::vector<std::shared_ptr<const Chunk>>& dropped) {
-  // Rows older than the newest keep_alive ones can no longer be referenced.
-  const int64_t oldest_alive = rows_appended_ - keep_alive_;
-  while (kept_begin_ < kept_.size() && kept_[kept_begin_].last_row < oldest_alive) {
-    dropped.push_back(std::move(kept_[kept_begin_++].chunk));
-  }
+  while (auto chunk = TrimOneLocked()) dropped.push_back(std::move(chunk));
 }
 
 std::shared_ptr<const Chunk> ColumnChunker::TrimOneLocked() noexcept {
-  // Every kept chunk had a row in the window before this row; their last
-  // rows differ, so only one can have left it.
+  // Rows older than the newest keep_alive ones can no longer be referenced.
   const int64_t oldest_alive = rows_appended_ - keep_alive_;
   if (kept_begin_ == kept_.size() || kept_[kept_begin_].last_row >= oldest_alive) return nullptr;
   return std::move(kept_[kept_begin_++].chunk);

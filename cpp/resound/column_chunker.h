@@ -84,9 +84,10 @@ class ColumnChunker {
   // be destroyed after the lock is released (a chunk's destructor takes a
   // store lock).
   void TrimLocked(std::vector<std::shared_ptr<const Chunk>>& dropped);
-  // TrimLocked after one more row: the window moved by one row, so at most
-  // the oldest chunk left it. Returned rather than put in a vector, so that
-  // appending allocates nothing but the chunks themselves.
+  // The oldest kept chunk, taken out, if it has no row in the keep-alive
+  // window (else nullptr). One appended row moves the window by one row, and
+  // kept chunks end on different rows, so Append needs one call: a handle
+  // rather than a vector, so that appending allocates nothing but chunks.
   std::shared_ptr<const Chunk> TrimOneLocked() noexcept;
   // Appends to kept_, first compacting the dropped entries at its front once
   // they are half of it (amortised O(1); its capacity is reused, so a
