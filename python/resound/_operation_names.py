@@ -58,9 +58,10 @@ def rename(error: BaseException, operation: str, addresses: Sequence[str]) -> No
 
 
 def rename_for(error: BaseException, operation: str, owner: Any) -> None:
-    """``rename`` with the addresses of ``owner``'s ``_error_addresses()``:
-    for a hot method that renames its own errors (see ``mark``) instead of
-    paying for ``names_operation``'s generic frame."""
+    """``rename`` with the addresses of ``owner``'s ``_error_addresses()``,
+    as every wrapper here does; a hot method (``create_item``) calls it
+    itself, and is ``mark``-ed, instead of paying for ``names_operation``'s
+    generic frame."""
     rename(error, operation, _addresses(owner))
 
 
@@ -82,7 +83,7 @@ def names_operation(operation: str) -> Callable[[F], F]:
             try:
                 return method(self, *args, **kwargs)
             except Exception as error:
-                rename(error, operation, _addresses(self))
+                rename_for(error, operation, self)
                 raise
 
         mark(call.__code__)
@@ -100,7 +101,7 @@ def renamed_calls(function: Callable[..., Any], operation: str, owner: Any) -> C
         try:
             return function(*args, **kwargs)
         except Exception as error:
-            rename(error, operation, _addresses(owner))
+            rename_for(error, operation, owner)
             raise
 
     mark(call.__code__)
@@ -119,7 +120,7 @@ def renamed_iteration(iterator: Iterable[Any], operation: str, owner: Any) -> It
         except StopIteration:
             return
         except Exception as error:
-            rename(error, operation, _addresses(owner))
+            rename_for(error, operation, owner)
             raise
         yield item
 
