@@ -193,6 +193,23 @@ def test_writers_that_flush_after_every_item_share_a_client(remote):
         assert mine == list(range(steps))
 
 
+def test_items_a_flush_leaves_in_flight_arrive_and_are_confirmed_without_another_call(remote):
+    # (Over the same-host transport the flush sends them itself and leaves
+    # the answer to its next call, which does not come here: the stream's
+    # thread reads it.)
+    server, client = remote(resound.Table.queue("q", 100))
+    writer = client.trajectory_writer(1)
+    write(writer, "q", range(5))
+    writer.flush(block_until_num_items=5, timeout_ms=int(SAFETY * 1000))
+    wait_until(lambda: server.table("q").info.current_size == 5, "the items to arrive")
+    wait_until(lambda: writer.num_pending_items == 0, "the items to be confirmed")
+    write(writer, "q", range(5, 7))
+    writer.flush(timeout_ms=int(SAFETY * 1000))
+    taken = [s.data[0] for s in client.sample("q", 7, emit_timesteps=False)]
+    assert taken == list(range(7))
+    writer.close()
+
+
 def test_rate_limited_flushes_time_out_and_their_items_still_arrive(remote):
     server, client = remote(resound.Table.queue("q", 1))
     writer = client.trajectory_writer(1)
