@@ -84,7 +84,7 @@ size_t Chunk::StorageBytes(const ChunkMetadata& metadata, size_t payload_size) n
   return metadata.step_shape.size() * sizeof(int64_t) + payload_size;
 }
 
-Chunk::Chunk(const ChunkMetadata& m, std::span<const std::byte> payload, std::byte* storage) noexcept
+Chunk::Chunk(const ChunkMetadata& m, std::span<const std::byte> payload, std::byte* storage, PayloadCopy copy) noexcept
     : key_(m.key),
       episode_id_(m.episode_id),
       num_steps_(m.num_steps),
@@ -99,7 +99,13 @@ Chunk::Chunk(const ChunkMetadata& m, std::span<const std::byte> payload, std::by
   // Start the lifetime of the dimensions as int64_t objects, then the payload
   // right behind them (8-byte aligned, as numpy wants for any dtype).
   std::uninitialized_copy(m.step_shape.begin(), m.step_shape.end(), reinterpret_cast<int64_t*>(storage_));
-  if (!payload.empty()) BulkCopy::Copy(storage_ + rank_ * sizeof(int64_t), payload.data(), payload.size());
+  std::byte* const data = storage_ + rank_ * sizeof(int64_t);
+  if (payload.empty()) return;
+  if (copy == PayloadCopy::kCached) {
+    std::memcpy(data, payload.data(), payload.size());
+  } else {
+    BulkCopy::Copy(data, payload.data(), payload.size());
+  }
 }
 
 std::span<const int64_t> Chunk::step_shape() const noexcept {

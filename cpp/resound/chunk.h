@@ -42,6 +42,14 @@ struct ChunkMetadata {
 
 class Chunk {
  public:
+  // How a payload is copied into its chunk. kStreamed (a table's chunks):
+  // large payloads bypass the caches (BulkCopy), as the chunk is read again
+  // only when sampled, long after. kCached (a remote writer's chunks): the
+  // ordinary copy, which leaves the payload in the cache where its send
+  // reads it a moment later (a 400 KB step's send over the same-host
+  // transport took ~30 % longer reading a streamed chunk back from memory).
+  enum class PayloadCopy : uint8_t { kStreamed, kCached };
+
   // num_steps * prod(step_shape) * itemsize, checked for negative dimensions
   // and overflow (InvalidArgumentError naming the chunk).
   static int64_t RawSize(const ChunkMetadata& metadata);
@@ -84,7 +92,8 @@ class Chunk {
   // Copies the step shape and `payload` into `storage`, which must hold
   // StorageBytes(metadata, payload.size()) bytes aligned for int64_t and
   // outlive the chunk. `metadata` must have passed Validate().
-  Chunk(const ChunkMetadata& metadata, std::span<const std::byte> payload, std::byte* storage) noexcept;
+  Chunk(const ChunkMetadata& metadata, std::span<const std::byte> payload, std::byte* storage,
+        PayloadCopy copy) noexcept;
 
  private:
   uint64_t key_;

@@ -13,7 +13,7 @@ class ChunkStore::StoredChunk final : public Chunk {
   // `storage.data` holds Chunk::StorageBytes(metadata, payload.size()) bytes.
   StoredChunk(const StateRef& state, const ChunkMetadata& metadata, std::span<const std::byte> payload,
               const TrailingStorage& storage) noexcept
-      : Chunk(metadata, payload, storage.data), state_(state) {
+      : Chunk(metadata, payload, storage.data, state->copy), state_(state) {
     // Counted for as long as the memory exists, so a rejected duplicate is
     // counted briefly too and the figures always return to their old values.
     state_->memory_bytes.fetch_add(memory_bytes(), std::memory_order_relaxed);
@@ -49,7 +49,8 @@ ChunkStore::Shard& ChunkStore::State::ShardFor(uint64_t key) noexcept {
   return shards[h % shards.size()];
 }
 
-ChunkStore::StateRef::StateRef(size_t num_shards) : state_(std::make_unique<State>(num_shards).release()) {}
+ChunkStore::StateRef::StateRef(size_t num_shards, Chunk::PayloadCopy copy)
+    : state_(std::make_unique<State>(num_shards, copy).release()) {}
 
 ChunkStore::StateRef::StateRef(const StateRef& other) noexcept : state_(other.state_) {
   state_->owners.fetch_add(1, std::memory_order_relaxed);
@@ -71,7 +72,7 @@ size_t CheckedShards(size_t num_shards) {
 
 }  // namespace
 
-ChunkStore::ChunkStore(size_t num_shards) : state_(CheckedShards(num_shards)) {}
+ChunkStore::ChunkStore(size_t num_shards, Chunk::PayloadCopy copy) : state_(CheckedShards(num_shards), copy) {}
 
 std::shared_ptr<const Chunk> ChunkStore::Insert(const ChunkMetadata& metadata, std::span<const std::byte> payload) {
   Chunk::Validate(metadata, payload.size());

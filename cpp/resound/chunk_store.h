@@ -25,7 +25,8 @@ class ChunkStore {
  public:
   static constexpr size_t kDefaultShards = 16;
 
-  explicit ChunkStore(size_t num_shards = kDefaultShards);
+  // `copy`: how payloads are copied into the chunks (Chunk::PayloadCopy).
+  explicit ChunkStore(size_t num_shards = kDefaultShards, Chunk::PayloadCopy copy = Chunk::PayloadCopy::kStreamed);
   ChunkStore(const ChunkStore&) = delete;
   ChunkStore& operator=(const ChunkStore&) = delete;
 
@@ -67,9 +68,10 @@ class ChunkStore {
   // Shared with every chunk so that a chunk outliving the store can still
   // unregister itself safely.
   struct State {
-    explicit State(size_t num_shards) : shards(num_shards) {}
+    State(size_t num_shards, Chunk::PayloadCopy copy) : shards(num_shards), copy(copy) {}
     Shard& ShardFor(uint64_t key) noexcept;
     std::vector<Shard> shards;
+    const Chunk::PayloadCopy copy;
     std::atomic<int64_t> memory_bytes{0};
     std::atomic<int64_t> num_chunks{0};
     std::atomic<int64_t> owners{1};  // the store and its live chunks, see StateRef
@@ -80,7 +82,7 @@ class ChunkStore {
   // numerous object of a table.
   class StateRef {
    public:
-    explicit StateRef(size_t num_shards);  // a new State, with this its only owner
+    StateRef(size_t num_shards, Chunk::PayloadCopy copy);  // a new State, with this its only owner
     StateRef(const StateRef& other) noexcept;
     StateRef& operator=(const StateRef&) = delete;
     ~StateRef();

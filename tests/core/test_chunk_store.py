@@ -99,6 +99,18 @@ def test_contents_read_zero_copy(store: _core.ChunkStore) -> None:
     assert address(np.frombuffer(store.get(1), np.float32)) == address(view)
 
 
+@pytest.mark.parametrize("cached_payloads", [False, True])
+@pytest.mark.parametrize("num_bytes", [100, 256 * 1024, 400_004])
+def test_either_way_of_copying_keeps_every_byte(cached_payloads: bool, num_bytes: int) -> None:
+    # (Large payloads stream past the caches unless cached_payloads; both
+    # copies must keep an unaligned tail and a start off the cache line.)
+    store = _core.ChunkStore(cached_payloads=cached_payloads)
+    raw = np.random.default_rng(num_bytes).integers(0, 256, num_bytes + 3, dtype=np.uint8)
+    data = raw[3:]  # not aligned to anything
+    chunk = store.add(7, data, "|u1", (num_bytes,), 1)
+    np.testing.assert_array_equal(np.frombuffer(chunk, np.uint8), data)
+
+
 def test_buffer_is_read_only(store: _core.ChunkStore) -> None:
     chunk = add_floats(store, 1)
     view = np.frombuffer(chunk, np.float32)

@@ -79,8 +79,10 @@ _WHY_BLOCKED_TIMEOUT_SECONDS = 2.0
 # What the server's Checkpoint answers when its disk is full or unwritable.
 _DISK_ERRORS = (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.FAILED_PRECONDITION)
 # The chunks remote clients' writers build, apart from the tables' store
-# (resound.table.shared_chunk_store; see RemoteTransport.__init__).
-_CLIENT_CHUNK_STORE = _core.ChunkStore()
+# (resound.table.shared_chunk_store; see RemoteTransport.__init__). Their
+# payloads are copied in with ordinary stores: the send reads them back at
+# once, from the cache.
+_CLIENT_CHUNK_STORE = _core.ChunkStore(cached_payloads=True)
 
 
 def client_chunk_store() -> _core.ChunkStore:
