@@ -68,7 +68,7 @@ class ChunkStore {
   // Shared with every chunk so that a chunk outliving the store can still
   // unregister itself safely.
   struct State {
-    State(size_t num_shards, Chunk::PayloadCopy copy) : shards(num_shards), copy(copy) {}
+    State(size_t num_shards, Chunk::PayloadCopy payload_copy) : shards(num_shards), copy(payload_copy) {}
     Shard& ShardFor(uint64_t key) noexcept;
     std::vector<Shard> shards;
     const Chunk::PayloadCopy copy;
