@@ -8,8 +8,6 @@
 #include <vector>
 
 #include "resound/errors.h"
-#include "resound/proto_writer.h"
-#include "resound/wire_messages.h"
 
 namespace resound::bindings {
 namespace {
@@ -231,30 +229,6 @@ std::vector<std::pair<uint64_t, double>> ToUpdates(const py::object& updates) {
     out.emplace_back(ToKey(pair[0], "updates key"), ToDouble(pair[1], "updates priority"));
   }
   return out;
-}
-
-std::string WriteMutateRequest(const std::string& table, const py::object& updates, const py::object& deletes) {
-  namespace f = wire::mutate_priorities_request;
-  std::vector<uint64_t> keys;
-  std::vector<double> priorities;
-  if (!updates.is_none()) {
-    for (const auto& [key, priority] : ToUpdates(updates)) {
-      keys.push_back(key);
-      priorities.push_back(priority);
-    }
-  }
-  std::vector<uint64_t> delete_keys;
-  if (!deletes.is_none()) {
-    for (py::handle key : deletes) delete_keys.push_back(ToKey(key, "deletes key"));
-  }
-  ProtoWriter message;
-  message.BytesField(f::kTable, table);
-  if (!keys.empty()) {
-    message.PackedVarints(f::kUpdateKeys, keys);
-    message.PackedDoubles(f::kUpdatePriorities, priorities);
-  }
-  if (!delete_keys.empty()) message.PackedVarints(f::kDeleteKeys, delete_keys);
-  return std::move(message.mutable_data());
 }
 
 }  // namespace resound::bindings

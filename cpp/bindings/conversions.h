@@ -42,12 +42,6 @@ double ToDouble(py::handle value, const char* argument);
 // arrays (keys, priorities), or an iterable of (key, priority) pairs.
 std::vector<std::pair<uint64_t, double>> ToUpdates(const py::object& updates);
 
-// A serialized MutatePrioritiesRequest, read from the updates and deletes
-// as Table.mutate_priorities reads them (the same errors): converting a
-// learner's 100 keys in Python and building the message cost it more than
-// the local call itself.
-std::string WriteMutateRequest(const std::string& table, const py::object& updates, const py::object& deletes);
-
 // None -> wait forever; a number of seconds >= 0 otherwise.
 Deadline ToDeadline(std::optional<double> timeout);
 

@@ -30,6 +30,7 @@
 #include "resound/local/gathered_batch.h"
 #include "resound/local/local_client.h"
 #include "resound/local/local_server.h"
+#include "resound/local/packed_mutate_request.h"
 #include "resound/local/replay_local_service.h"
 #include "resound/local/status_codes.h"
 #include "resound/proto_reader.h"
@@ -198,15 +199,24 @@ py::list ColumnsInRegion(const local::GatheredPart& part, const local::BatchRegi
   return columns;
 }
 
-// LocalClient.mutate_priorities: the request written, sent and its answer
-// read in one call (a learner's most frequent small call, where the bytes
+// LocalClient.mutate_priorities: the request written straight into the
+// upload region (packed, see PackedMutateRequest), sent and its answer read
+// in one call (a learner's most frequent small call, where the bytes
 // objects and the response message on the way cost a tenth of it).
 py::tuple MutatePriorities(LocalClient& client, const std::string& table, const py::object& updates,
                            const py::object& deletes, std::optional<double> timeout) {
-  const std::string request = WriteMutateRequest(table, updates, deletes);
+  std::vector<std::pair<uint64_t, double>> update_records;
+  if (!updates.is_none()) update_records = ToUpdates(updates);
+  std::vector<uint64_t> delete_keys;
+  if (!deletes.is_none()) {
+    for (py::handle key : deletes) delete_keys.push_back(ToKey(key, "deletes key"));
+  }
+  const size_t size = local::PackedMutateRequest::Bytes(table, update_records.size(), delete_keys.size());
   const Deadline deadline = ToDeadline(timeout);
   const auto [updated, deleted] = WithoutGil([&] {
-    const LocalClient::Response response = CallWith(client, local::kMutatePriorities, std::as_bytes(std::span(request)), deadline);
+    if (size > client.request_capacity()) GrowRequestRegion(client, size, deadline);
+    local::PackedMutateRequest::Write({client.request_buffer(), size}, table, update_records, delete_keys);
+    const LocalClient::Response response = client.Call(local::kMutatePrioritiesPacked, size, deadline);
     namespace f = wire::mutate_priorities_response;
     ProtoReader reader({reinterpret_cast<const uint8_t*>(response.payload.data()), response.payload.size()},
                        "MutatePrioritiesResponse");

@@ -295,7 +295,7 @@ def test_random_frames_leave_the_tables_intact():
                 # the rung frame's header.
                 rung = frame(
                     rng.choice([3, 4, 6, 7]),
-                    method=rng.choice([0, 1, 2, 4, 99]),
+                    method=rng.choice([0, 1, 2, 4, 11, 99]),
                     flags=rng.choice([0, 1, 4, 5, 8]),
                     offset=rng.choice([0, 4000]),
                     length=rng.choice([0, 16, 200, 5000]),
@@ -305,7 +305,7 @@ def test_random_frames_leave_the_tables_intact():
                 data = bytearray(
                     frame(
                         rng.choice([1, 2, 3, 4, 5, 7, 9]),
-                        method=rng.choice([0, 1, 2, 3, 4, 6, 99]),
+                        method=rng.choice([0, 1, 2, 3, 4, 6, 11, 99]),
                         flags=rng.choice([0, 1, 2, 3, 4, 5, 8, 9, 16]),
                         offset=rng.choice([0, 4000, 2**63]),
                         length=rng.choice([0, 16, 200, 5000, 2**40]),

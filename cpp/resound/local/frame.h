@@ -18,7 +18,7 @@ namespace resound::local {
 
 struct Frame {
   static constexpr uint32_t kMagic = 0x464c5352;  // "RSLF"
-  static constexpr uint16_t kVersion = 3;  // 2: kDataTail; 3: Doorbell's control pages, kWake
+  static constexpr uint16_t kVersion = 4;  // 2: kDataTail; 3: Doorbell's control pages, kWake; 4: packed mutate
   static constexpr size_t kHeaderBytes = 40;
   // Larger payloads go through shared memory (a socket buffer holds ~200 KB).
   static constexpr size_t kMaxInlineBytes = 64 * 1024;

@@ -12,6 +12,7 @@
 #include "resound/column_gather.h"
 #include "resound/insert_request.h"
 #include "resound/local/gathered_batch.h"
+#include "resound/local/packed_mutate_request.h"
 #include "resound/local/shared_memory.h"
 #include "resound/local/status_codes.h"
 #include "resound/proto_reader.h"
@@ -351,6 +352,11 @@ class ReplayLocalService::Session final : public LocalSession {
       case kMutatePriorities:
         MutatePriorities(request, reply);
         return;
+      case kMutatePrioritiesPacked: {
+        const PackedMutateRequest packed = PackedMutateRequest::Read(request);
+        Mutate(packed.table, packed.updates, packed.deletes, reply);
+        return;
+      }
       default:
         if (!service_.fallback_) throw StatusError(kUnimplemented, "unknown method " + std::to_string(method));
         SendBytes(reply, service_.fallback_(method, request));
@@ -399,7 +405,6 @@ class ReplayLocalService::Session final : public LocalSession {
   // priority updates are its most frequent small call.
   void MutatePriorities(std::span<const std::byte> raw, LocalReply& reply) {
     const MutateRequest request = ReadMutateRequest(raw);
-    const std::shared_ptr<Table> table = service_.Find(request.table);
     if (request.update_keys.size() != request.update_priorities.size()) {
       throw InvalidArgumentError("update_keys (" + std::to_string(request.update_keys.size()) +
                                  ") and update_priorities (" + std::to_string(request.update_priorities.size()) +
@@ -410,7 +415,13 @@ class ReplayLocalService::Session final : public LocalSession {
     for (size_t i = 0; i < request.update_keys.size(); ++i) {
       updates.emplace_back(request.update_keys[i], request.update_priorities[i]);
     }
-    const MutateResult result = table->MutatePriorities(updates, request.delete_keys);
+    Mutate(request.table, updates, request.delete_keys, reply);
+  }
+
+  void Mutate(const std::string& table_name, const std::vector<std::pair<uint64_t, double>>& updates,
+              const std::vector<uint64_t>& deletes, LocalReply& reply) {
+    const std::shared_ptr<Table> table = service_.Find(table_name);
+    const MutateResult result = table->MutatePriorities(updates, deletes);
     ProtoWriter response;
     if (result.num_updated != 0) {
       response.VarintField(wire::mutate_priorities_response::kNumUpdated, static_cast<uint64_t>(result.num_updated));

@@ -51,6 +51,9 @@ enum ReplayMethod : uint32_t {
   // attached when the slot gets a new one) and a SampleRequest. The batch
   // goes into the region when it fits there, else as SampleGathered's.
   kSampleInto = 10,
+  // MutatePriorities with a PackedMutateRequest (resound/local/
+  // packed_mutate_request.h), answered with a MutatePrioritiesResponse.
+  kMutatePrioritiesPacked = 11,
 };
 
 // What precedes the SampleRequest of a SampleInto request.
