@@ -354,7 +354,7 @@ class ReplayLocalService::Session final : public LocalSession {
         return;
       case kMutatePrioritiesPacked: {
         const PackedMutateRequest packed = PackedMutateRequest::Read(request);
-        Mutate(packed.table, packed.updates, packed.deletes, reply);
+        Mutate(*service_.Find(packed.table), packed.updates, packed.deletes, reply);
         return;
       }
       default:
@@ -405,6 +405,7 @@ class ReplayLocalService::Session final : public LocalSession {
   // priority updates are its most frequent small call.
   void MutatePriorities(std::span<const std::byte> raw, LocalReply& reply) {
     const MutateRequest request = ReadMutateRequest(raw);
+    const std::shared_ptr<Table> table = service_.Find(request.table);  // first, as the gRPC servicer
     if (request.update_keys.size() != request.update_priorities.size()) {
       throw InvalidArgumentError("update_keys (" + std::to_string(request.update_keys.size()) +
                                  ") and update_priorities (" + std::to_string(request.update_priorities.size()) +
@@ -415,13 +416,13 @@ class ReplayLocalService::Session final : public LocalSession {
     for (size_t i = 0; i < request.update_keys.size(); ++i) {
       updates.emplace_back(request.update_keys[i], request.update_priorities[i]);
     }
-    Mutate(request.table, updates, request.delete_keys, reply);
+    Mutate(*table, updates, request.delete_keys, reply);
   }
 
-  void Mutate(const std::string& table_name, const std::vector<std::pair<uint64_t, double>>& updates,
+  // Either MutatePriorities request's work and answer.
+  void Mutate(Table& table, const std::vector<std::pair<uint64_t, double>>& updates,
               const std::vector<uint64_t>& deletes, LocalReply& reply) {
-    const std::shared_ptr<Table> table = service_.Find(table_name);
-    const MutateResult result = table->MutatePriorities(updates, deletes);
+    const MutateResult result = table.MutatePriorities(updates, deletes);
     ProtoWriter response;
     if (result.num_updated != 0) {
       response.VarintField(wire::mutate_priorities_response::kNumUpdated, static_cast<uint64_t>(result.num_updated));
