@@ -208,9 +208,7 @@ py::tuple MutatePriorities(LocalClient& client, const std::string& table, const 
   std::vector<std::pair<uint64_t, double>> update_records;
   if (!updates.is_none()) update_records = ToUpdates(updates);
   std::vector<uint64_t> delete_keys;
-  if (!deletes.is_none()) {
-    for (py::handle key : deletes) delete_keys.push_back(ToKey(key, "deletes key"));
-  }
+  if (!deletes.is_none()) delete_keys = ToDeleteKeys(deletes);
   const size_t size = local::PackedMutateRequest::Bytes(table, update_records.size(), delete_keys.size());
   const Deadline deadline = ToDeadline(timeout);
   const auto [updated, deleted] = WithoutGil([&] {

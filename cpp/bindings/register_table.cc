@@ -489,9 +489,7 @@ allows.)doc")
             std::vector<std::pair<uint64_t, double>> update_list;
             std::vector<uint64_t> delete_list;
             if (updates && !updates->is_none()) update_list = ToUpdates(*updates);
-            if (deletes && !deletes->is_none()) {
-              for (py::handle key : *deletes) delete_list.push_back(ToKey(key, "deletes key"));
-            }
+            if (deletes && !deletes->is_none()) delete_list = ToDeleteKeys(*deletes);
             MutateResult result;
             {
               // Small batches keep the GIL (see InsertTryingFirst); a large
