@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "resound/errors.h"
+#include "resound/local/fixed_fields.h"
 #include "resound/local/frame.h"
 #include "resound/local/spin_budget.h"
 #include "resound/local/status_codes.h"
@@ -19,12 +20,6 @@ namespace resound::local {
 namespace {
 
 constexpr size_t kHelloBytes = 16;  // u64 upload bytes, u64 download bytes
-
-uint64_t ReadU64(std::span<const std::byte> bytes, size_t at) {
-  uint64_t value;
-  std::memcpy(&value, bytes.data() + at, sizeof value);
-  return value;
-}
 
 std::span<const std::byte> AsBytes(const std::string& text) {
   return {reinterpret_cast<const std::byte*>(text.data()), text.size()};
@@ -120,8 +115,8 @@ bool LocalConnection::Handshake(int stop_fd) {
     throw InvalidArgumentError("the first frame must be a hello with the client's region");
   }
   const std::span<const std::byte> payload(message_.data() + Frame::kHeaderBytes, kHelloBytes);
-  const uint64_t upload_bytes = ReadU64(payload, 0);
-  const uint64_t download_bytes = ReadU64(payload, 8);
+  const uint64_t upload_bytes = GetField<uint64_t>(payload.data(), 0);
+  const uint64_t download_bytes = GetField<uint64_t>(payload.data(), 8);
   for (const uint64_t bytes : {upload_bytes, download_bytes}) {
     if (bytes == 0 || bytes > limits_.max_region_bytes) {
       throw InvalidArgumentError("a region of " + std::to_string(bytes) + " bytes; this server allows 1 to " +
@@ -201,7 +196,7 @@ void LocalConnection::Serve(LocalService& service, int stop_fd) {
         return InvalidArgumentError("a request's data tail must follow its message size and message");
       };
       if (payload.size() < sizeof(uint64_t) || frame.method == kContinueMethod) throw malformed();
-      const uint64_t message_bytes = ReadU64(payload, 0);
+      const uint64_t message_bytes = GetField<uint64_t>(payload.data(), 0);
       if (message_bytes > payload.size() - sizeof(uint64_t)) throw malformed();
       data_tail = payload.subspan(sizeof(uint64_t) + message_bytes);
       payload = payload.subspan(sizeof(uint64_t), message_bytes);
@@ -232,7 +227,7 @@ void LocalConnection::ReplaceUpload(const Frame& frame, std::vector<UniqueFd>& f
   if (frame.in_shared() || frame.length != sizeof(uint64_t) || fds.size() != 1) {
     throw InvalidArgumentError("a region frame must carry its size and one descriptor");
   }
-  const uint64_t bytes = ReadU64({message_.data() + Frame::kHeaderBytes, sizeof(uint64_t)}, 0);
+  const uint64_t bytes = GetField<uint64_t>(message_.data(), Frame::kHeaderBytes);
   if (bytes == 0 || bytes > limits_.max_region_bytes) {
     // Refused, the connection goes on with its region (the request that
     // needed more is refused with it, as gRPC refuses a message too large).

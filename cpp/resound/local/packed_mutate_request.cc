@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "resound/errors.h"
+#include "resound/local/fixed_fields.h"
 
 namespace resound::local {
 namespace {
@@ -10,18 +11,6 @@ namespace {
 constexpr size_t kRecordBytes = 16;  // u64 key, f64 priority
 
 constexpr size_t Padded(size_t bytes) noexcept { return (bytes + 7) / 8 * 8; }
-
-uint64_t ReadU64(const std::byte* at) noexcept {
-  uint64_t value = 0;
-  std::memcpy(&value, at, sizeof value);  // little-endian hosts only (Linux x86-64, aarch64)
-  return value;
-}
-
-uint32_t ReadU32(const std::byte* at) noexcept {
-  uint32_t value = 0;
-  std::memcpy(&value, at, sizeof value);
-  return value;
-}
 
 }  // namespace
 
@@ -42,21 +31,17 @@ size_t PackedMutateRequest::Bytes(std::string_view table, size_t num_updates, si
 void PackedMutateRequest::Write(std::span<std::byte> out, std::string_view table, std::span<const Update> updates,
                                 std::span<const uint64_t> deletes) noexcept {
   std::byte* at = out.data();
-  const auto table_bytes = static_cast<uint32_t>(table.size());
-  const uint32_t zero = 0;
-  const uint64_t num_updates = updates.size();
-  const uint64_t num_deletes = deletes.size();
-  std::memcpy(at, &table_bytes, 4);
-  std::memcpy(at + 4, &zero, 4);
-  std::memcpy(at + 8, &num_updates, 8);
-  std::memcpy(at + 16, &num_deletes, 8);
+  PutField<uint32_t>(at, 0, static_cast<uint32_t>(table.size()));
+  PutField<uint32_t>(at, 4, 0);
+  PutField<uint64_t>(at, 8, updates.size());
+  PutField<uint64_t>(at, 16, deletes.size());
   at += kHeaderBytes;
   std::memset(at, 0, Padded(table.size()));
   if (!table.empty()) std::memcpy(at, table.data(), table.size());
   at += Padded(table.size());
   for (const auto& [key, priority] : updates) {
-    std::memcpy(at, &key, 8);
-    std::memcpy(at + 8, &priority, 8);
+    PutField<uint64_t>(at, 0, key);
+    PutField<double>(at, 8, priority);
     at += kRecordBytes;
   }
   if (!deletes.empty()) std::memcpy(at, deletes.data(), deletes.size_bytes());
@@ -68,10 +53,10 @@ PackedMutateRequest PackedMutateRequest::Read(std::span<const std::byte> raw) {
                                 " bytes): " + what);
   };
   if (raw.size() < kHeaderBytes) throw malformed("shorter than its header");
-  const uint32_t table_bytes = ReadU32(raw.data());
-  if (ReadU32(raw.data() + 4) != 0) throw malformed("a reserved word is not 0");
-  const uint64_t num_updates = ReadU64(raw.data() + 8);
-  const uint64_t num_deletes = ReadU64(raw.data() + 16);
+  const auto table_bytes = GetField<uint32_t>(raw.data(), 0);
+  if (GetField<uint32_t>(raw.data(), 4) != 0) throw malformed("a reserved word is not 0");
+  const auto num_updates = GetField<uint64_t>(raw.data(), 8);
+  const auto num_deletes = GetField<uint64_t>(raw.data(), 16);
   if (table_bytes > kMaxTableBytes) throw malformed("a table name longer than " + std::to_string(kMaxTableBytes));
   // Each count checked against the size first: the products cannot overflow.
   if (num_updates > raw.size() / kRecordBytes || num_deletes > raw.size() / sizeof(uint64_t)) {
@@ -88,8 +73,7 @@ PackedMutateRequest PackedMutateRequest::Read(std::span<const std::byte> raw) {
   at += Padded(table_bytes);
   request.updates.resize(static_cast<size_t>(num_updates));
   for (Update& update : request.updates) {
-    std::memcpy(&update.first, at, 8);
-    std::memcpy(&update.second, at + 8, 8);
+    update = {GetField<uint64_t>(at, 0), GetField<double>(at, 8)};
     at += kRecordBytes;
   }
   request.deletes.resize(static_cast<size_t>(num_deletes));
