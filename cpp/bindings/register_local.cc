@@ -20,6 +20,8 @@
 
 #include "buffer_view.h"
 #include "conversions.h"
+#include "local_client_support.h"
+#include "local_step_insert.h"
 #include "pooled_array.h"
 #include "register.h"
 #include "resound/chunk_store.h"
@@ -88,26 +90,6 @@ class PythonCallable {
   py::object callable_;
 };
 
-// Runs `work` without the GIL and takes it back in plain code, not in a
-// destructor: a daemon thread (a stream's) that returns while the
-// interpreter finalizes is ended inside PyEval_RestoreThread by a forced
-// unwind, which passes through here (and pybind11) but would terminate the
-// process from a destructor (gil_scoped_release's), which is noexcept.
-template <typename Work>
-auto WithoutGil(Work&& work) {
-  std::optional<decltype(work())> result;
-  std::exception_ptr error;
-  PyThreadState* state = PyEval_SaveThread();
-  try {
-    result.emplace(work());
-  } catch (...) {
-    error = std::current_exception();
-  }
-  PyEval_RestoreThread(state);
-  if (error) std::rethrow_exception(error);
-  return std::move(*result);
-}
-
 // Stop()s without the GIL: the server's threads may be waiting for it.
 struct StopWithoutGil {
   void operator()(LocalServer* server) const {
@@ -127,14 +109,6 @@ std::map<std::string, std::shared_ptr<Table>> TablesOf(const py::dict& tables) {
     out.emplace(name.cast<std::string>(), std::move(core));
   }
   return out;
-}
-
-// A larger upload region on the same connection (an insert stream's chunks
-// live in its connection), rounded up to a MiB: the server refuses a region
-// past its max_message_bytes, so one just large enough is asked for.
-void GrowRequestRegion(LocalClient& client, size_t bytes, const Deadline& deadline) {
-  constexpr size_t kMiB = size_t{1} << 20;
-  client.GrowRequestRegion((bytes + kMiB - 1) / kMiB * kMiB, deadline);
 }
 
 // Copies `request` into the upload region (grown if it is smaller), sends
@@ -481,6 +455,19 @@ returns its size.)doc")
            py::arg("timeout") = py::none(),
            "MutatePriorities on this connection: (num_updated, num_deleted). LocalStatusError with the "
            "server's status if it refused.")
+      .def("insert_step", &InsertStep, py::arg("items"), py::arg("arrays"), py::arg("chunk_keys"),
+           py::arg("episode_id"), py::arg("wait") = py::none(),
+           R"doc(Client.insert on this connection: one step, each of `arrays` (C-contiguous
+numpy arrays) a one-step chunk keyed by `chunk_keys`, an item per (table, key,
+priority) of `items` using them all, the chunks released on the server once
+the items hold them. Waits up to `wait` seconds (None: until done) for the
+confirmations; returns how many came (fewer than the items: the request stays
+pending, for insert_step_wait). LocalStatusError with the server's status if
+it refused (its chunks may then stay in the connection's session: close it).)doc")
+      .def("insert_step_wait", &InsertStepWait, py::arg("item_keys"), py::arg("confirmed"),
+           py::arg("wait") = py::none(),
+           "Waits up to `wait` seconds more for insert_step's confirmations (`confirmed` came already); "
+           "returns how many have come.")
       .def("sample_gathered", &SampleGathered, py::arg("request"), py::arg("num_samples"),
            py::arg("timeout") = py::none(),
            R"doc(Sends a serialized SampleRequest (for up to `num_samples`) as SampleInto or

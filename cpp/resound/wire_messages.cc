@@ -57,17 +57,21 @@ void CopyPayloads(const std::vector<const Chunk*>& chunks, char* out) {
 
 }  // namespace
 
+void WriteChunkLayout(ProtoWriter& batch, const DType& dtype, std::span<const int64_t> step_shape,
+                      Compression compression, bool delta_encoded) {
+  ProtoWriter layout;
+  layout.BytesField(chunk_layout::kDtype, dtype.str());
+  layout.PackedVarints(chunk_layout::kShape, std::vector<int64_t>(step_shape.begin(), step_shape.end()));
+  layout.BytesField(chunk_layout::kCompression, CompressionName(compression));
+  if (delta_encoded) layout.VarintField(chunk_layout::kDeltaEncoded, 1);
+  batch.MessageField(chunk_batch::kLayouts, layout);
+}
+
 void WriteChunkBatch(ProtoWriter& out, uint32_t field, const std::vector<const Chunk*>& chunks) {
   const ChunkBatchFields fields = ChunkBatchFields::Of(chunks);
   ProtoWriter batch;
   for (const Chunk* chunk : fields.layouts) {
-    ProtoWriter layout;
-    layout.BytesField(chunk_layout::kDtype, chunk->dtype().str());
-    const auto shape = chunk->step_shape();
-    layout.PackedVarints(chunk_layout::kShape, std::vector<int64_t>(shape.begin(), shape.end()));
-    layout.BytesField(chunk_layout::kCompression, CompressionName(chunk->compression()));
-    if (chunk->delta_encoded()) layout.VarintField(chunk_layout::kDeltaEncoded, 1);
-    batch.MessageField(chunk_batch::kLayouts, layout);
+    WriteChunkLayout(batch, chunk->dtype(), chunk->step_shape(), chunk->compression(), chunk->delta_encoded());
   }
   batch.PackedVarints(chunk_batch::kKeys, fields.keys);
   batch.PackedVarints(chunk_batch::kLayoutIndices, fields.layout_indices);

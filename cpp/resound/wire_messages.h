@@ -73,6 +73,9 @@ struct ChunkBatchMessage {
   std::vector<int64_t> data_sizes;
 };
 
+// Appends one entry of a ChunkBatch's `layouts` to `batch`.
+void WriteChunkLayout(ProtoWriter& batch, const DType& dtype, std::span<const int64_t> step_shape,
+                      Compression compression, bool delta_encoded);
 // Writes field `field` of `out`: a ChunkBatch describing `chunks` (their
 // payloads go separately, in the enclosing message's chunk_data).
 void WriteChunkBatch(ProtoWriter& out, uint32_t field, const std::vector<const Chunk*>& chunks);

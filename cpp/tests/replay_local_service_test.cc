@@ -23,6 +23,7 @@
 #include "resound/local/local_server.h"
 #include "resound/local/replay_local_service.h"
 #include "resound/local/status_codes.h"
+#include "resound/local/step_insert_request.h"
 #include "resound/proto_reader.h"
 #include "resound/proto_writer.h"
 #include "resound/table.h"
@@ -343,6 +344,51 @@ void InsertsWithADataTail(const std::string& dir) {
   RESOUND_CHECK(client.broken() && fixture.table->Info().current_size == 21);
 }
 
+// client.insert's one-step request: its items go into both tables, their
+// chunks hold the bytes sent, and the connection's session lets the chunks
+// go in the same message (a reset then frees them); a field whose bytes do
+// not match its shape is refused before anything is written.
+void StepInsertsLeaveNothingInTheSession(const std::string& dir) {
+  Fixture fixture(dir + "/step.sock");
+  LocalClient client(fixture.server->path(), 1 << 12, 1 << 12, Soon());
+  std::vector<float> obs(kWidth);
+  for (size_t i = 0; i < obs.size(); ++i) obs[i] = static_cast<float>(i) + 0.5F;
+  const int64_t action = 3;
+  const StepInsertRequest request({{.key = 900, .dtype = DType::Parse("<f4"), .shape = {kWidth},
+                                    .data = std::as_bytes(std::span(obs))},
+                                   {.key = 901, .dtype = DType::Parse("<i8"), .shape = {},
+                                    .data = std::as_bytes(std::span(&action, 1))}},
+                                  /*episode_id=*/77, {{"t", 910, 2.0}, {"ragged", 911, 1.0}});
+  RESOUND_CHECK(request.bytes() <= client.request_capacity());
+  request.Write({client.request_buffer(), request.bytes()});
+  std::vector<uint64_t> keys;
+  LocalClient::Response answer = client.Call(kInsert, request.bytes(), Soon(), {}, LocalClient::Layout::kDataTail);
+  while (true) {
+    ProtoReader confirmed({reinterpret_cast<const uint8_t*>(answer.payload.data()), answer.payload.size()},
+                          "InsertResponse");
+    while (confirmed.Next()) confirmed.AppendVarints(keys);
+    if (!answer.more) break;
+    answer = client.Continue(Soon());
+  }
+  RESOUND_CHECK((keys == std::vector<uint64_t>{910, 911}));
+  RESOUND_CHECK(fixture.table->Info().current_size == 21 && fixture.ragged->Info().current_size == 5);
+  const auto chunk = fixture.store->Find(900);
+  RESOUND_CHECK(chunk && chunk->num_steps() == 1 && chunk->episode_id() == 77 &&
+                chunk->data_size() == obs.size() * sizeof(float) &&
+                std::memcmp(chunk->data(), obs.data(), chunk->data_size()) == 0);
+  const auto scalar = fixture.store->Find(901);
+  RESOUND_CHECK(scalar && scalar->step_shape().empty() && std::memcmp(scalar->data(), &action, sizeof action) == 0);
+  fixture.table->Reset();
+  fixture.ragged->Reset();
+  RESOUND_CHECK(chunk.use_count() == 1 && scalar.use_count() == 1);  // only these handles: the session let go
+
+  RESOUND_CHECK(Throws<InvalidArgumentError>([&] {
+    StepInsertRequest({{.key = 1, .dtype = DType::Parse("<f4"), .shape = {kWidth + 1},
+                        .data = std::as_bytes(std::span(obs))}},
+                      0, {{"t", 2, 1.0}});
+  }));
+}
+
 // Clients sampling and updating priorities at once while items go in and
 // out of the table (for the sanitizers).
 void ManyClientsAtOnce(const std::string& dir) {
@@ -380,6 +426,7 @@ int main() {
   resound::local::BatchesGoIntoTheClientsRegion(dir);
   resound::local::MutatePrioritiesInCpp(dir);
   resound::local::InsertsWithADataTail(dir);
+  resound::local::StepInsertsLeaveNothingInTheSession(dir);
   resound::local::RegionsGrowOnlyUpToTheLimit(dir);
   resound::local::ManyClientsAtOnce(dir);
   ::rmdir(dir.c_str());

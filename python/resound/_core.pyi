@@ -161,6 +161,17 @@ class LocalClient:
     def mutate_priorities(
         self, table: str, updates: Any, deletes: Any, timeout: float | None = None
     ) -> tuple[int, int]: ...
+    def insert_step(
+        self,
+        items: list[Any],
+        arrays: list[Any],
+        chunk_keys: list[Any],
+        episode_id: Any,
+        wait: float | None = None,
+    ) -> int: ...
+    def insert_step_wait(
+        self, item_keys: list[Any], confirmed: int, wait: float | None = None
+    ) -> int: ...
     def sample_gathered(
         self, request: Any, num_samples: int, timeout: float | None = None
     ) -> tuple[Any, ...]: ...

@@ -217,23 +217,27 @@ class Client:
         for meta in metas:
             _check_insert_signature(meta, leaves)
         draw = self._random.getrandbits
-        chunks = []
-        columns = []
-        episode = draw(64)
+        arrays = []
         for index, leaf in enumerate(leaves):
             if leaf is None:
                 raise ValueError(f"data must not hold None (value {index} of the flattened data)")
             array = _as_array(leaf)
-            if not array.flags.c_contiguous:  # the chunk store copies contiguous bytes
+            if not array.flags.c_contiguous:  # chunks hold contiguous bytes
                 array = np.ascontiguousarray(array)
-            key = draw(64)
-            chunks.append(
-                transport.add_chunk(key, array, array.dtype.str, array.shape, 1, episode_id=episode)
-            )
-            columns.append(([(key, 0, 1)], False))
-        for table, priority in priorities.items():
-            # The table checks the item against its signature (in the core).
-            transport.insert(table, [(draw(64), float(priority), columns)], timeout)
+            arrays.append(array)
+        episode = draw(64)
+        chunk_keys = [draw(64) for _ in arrays]
+        # The table checks each item against its signature (in the core).
+        items = [(table, draw(64), float(priority)) for table, priority in priorities.items()]
+        if timeout is None and transport.insert_step(items, arrays, chunk_keys, episode):
+            return
+        chunks = [
+            transport.add_chunk(key, array, array.dtype.str, array.shape, 1, episode_id=episode)
+            for key, array in zip(chunk_keys, arrays, strict=True)
+        ]
+        columns = [([(key, 0, 1)], False) for key in chunk_keys]
+        for table, key, priority in items:
+            transport.insert(table, [(key, priority, columns)], timeout)
         del chunks  # the items hold the chunks from here on
 
     def trajectory_writer(

@@ -25,6 +25,7 @@ import resound
 from resound import _core
 from resound._transport.local import LocalTransport
 from resound._transport.remote import RemoteTransport
+from resound.table import shared_chunk_store
 
 from helpers.server_processes import REPLAY_TABLE_TOML, ServerProcess
 from helpers.waiting import SAFETY, wait_until
@@ -183,6 +184,35 @@ with client.trajectory_writer(1) as writer:
         writer.append({"x": np.ones(100_000, np.float32)})
         writer.create_item("replay", 1.0, {"x": writer.history["x"][-1]})
 """
+
+
+def test_client_inserts_leave_nothing_in_the_session_of_their_connection():
+    # client.insert sends a step's chunks, its items and the chunks' release
+    # in one message on a pooled connection: the chunks live exactly as long
+    # as the items (a session that kept them would hold the last step's).
+    server = resound.Server([replay(), resound.Table.queue("other", 10)])
+    try:
+        client = resound.Client(f"127.0.0.1:{server.port}", transport="local")
+        for step in range(5):
+            observation = np.full((2, 3), step, np.float32)
+            data = {"obs": observation, "step": np.int64(step)}
+            client.insert(data, priorities={"replay": 1.0, "other": 2.0})
+        items = server.table("replay")._core.snapshot()
+        assert len(items) == len(server.table("other")._core.snapshot()) == 5
+        keys = [chunk.key for item in items for chunk in item.chunks]
+        assert len(set(keys)) == 10  # a chunk per field and step, shared by both tables
+        sampled = client.sample_batch("other", 5)  # a queue: each once, in order
+        assert sampled.data[0][:, 0, 0, 0].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+        assert sampled.data[1][:, 0].tolist() == [0, 1, 2, 3, 4]
+        store = shared_chunk_store()
+        assert all(key in store for key in keys)
+        del items, sampled
+        client.reset("replay")
+        client.reset("other")
+        assert not any(key in store for key in keys)
+        client.close()
+    finally:
+        server.stop()
 
 
 def test_a_client_killed_mid_insert_leaves_no_connection_behind():

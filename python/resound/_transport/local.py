@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from resound import _core, _proto
+from resound import _core, _proto, wait_warnings
 from resound._transport.gathered_batch import GatheredSampleBatch
 from resound._transport.local_calls import StreamMethod, UnaryMethod
 from resound._transport.local_connections import (
@@ -56,6 +56,10 @@ T = TypeVar("T")
 UNIX_SCHEME = "unix://"
 # After finding no endpoint, gRPC is used this long before looking again.
 _LOOK_AGAIN_SECONDS = 2.0
+# insert_step waits this long for its items before a watchdog (which warns
+# of a long wait) is set up, then in slices this long.
+_STEP_WAIT_SECONDS = 0.05
+_STEP_SLICE_SECONDS = 0.5
 
 
 def _details(error: grpc.RpcError) -> str:
@@ -163,6 +167,53 @@ class LocalTransport(RemoteTransport):
             lambda: super(LocalTransport, self).mutate_priorities(table, updates, deletes),
             f"MutatePriorities of {table!r}",
         )
+
+    def insert_step(
+        self, items: list[tuple[str, int, float]], arrays: list[Any], chunk_keys: list[int],
+        episode_id: int,
+    ) -> bool:  # fmt: skip
+        """In one message on a pooled connection: the step's chunks, its
+        items, and the chunks' release once the items hold them (see
+        ``_core.LocalClient.insert_step``). False while the calls go over
+        gRPC, and when the server went away: the caller's general path then
+        waits for it and sends the step again (its items are keyed)."""
+        connections = self._local_connections()
+        if connections is None:
+            return False
+        try:
+            client = connections.take()
+        except LocalRpcError:
+            return False
+        started = time.monotonic()
+        ended = True  # unless confirmed: the session may hold the step's chunks
+        try:
+            wait = _STEP_WAIT_SECONDS
+            confirmed = client.insert_step(items, arrays, chunk_keys, episode_id, wait)
+            if confirmed < len(items):
+                self._wait_for_step(client, items, confirmed, started)
+            ended = False
+            return True
+        except (_core.LocalStatusError, OSError) as error:
+            rpc = rpc_error(error)
+            if means_unreachable(rpc) and self.wait_for_server:
+                return False
+            raise error_from_rpc(rpc, "Insert") from None
+        finally:
+            if ended:
+                client.shutdown()
+            connections.give_back(client)
+
+    def _wait_for_step(
+        self, client: Any, items: list[tuple[str, int, float]], confirmed: int, started: float
+    ) -> None:
+        """The rest of insert_step's wait, for as long as the rate limiters
+        hold its items, in slices (an interrupt is seen between them); a
+        watchdog warns while it lasts (resound.wait_warnings)."""
+        keys = [key for _, key, _ in items]
+        blocked = wait_warnings.BlockedWait(wait_warnings.WRITER_LOGGER, "insert", started)
+        with wait_warnings.watching(blocked, lambda: self._why_insert(items[confirmed][0])):
+            while confirmed < len(keys):
+                confirmed = client.insert_step_wait(keys, confirmed, _STEP_SLICE_SECONDS)
 
     def _on_socket(
         self,

@@ -50,6 +50,13 @@ class OneServerTransport:
     def server_info(self, timeout: float | None) -> dict[str, TableInfo]:
         raise NotImplementedError
 
+    def insert_step(
+        self, items: list[tuple[str, int, float]], arrays: list[Any], chunk_keys: list[int],
+        episode_id: int,
+    ) -> bool:  # fmt: skip
+        del items, arrays, chunk_keys, episode_id
+        return False  # no path of its own: chunks and inserts, as a writer's
+
     @property
     def addresses(self) -> list[str]:
         return [self.address]

@@ -206,6 +206,18 @@ class ServerTransport(Transport, Protocol):
         the server confirms them); returns how many went in."""
         ...
 
+    def insert_step(
+        self, items: list[tuple[str, int, float]], arrays: list[Any], chunk_keys: list[int],
+        episode_id: int,
+    ) -> bool:  # fmt: skip
+        """``Client.insert`` without a timeout by a path of the transport's
+        own: one step (``arrays``, C-contiguous, a one-step chunk each under
+        ``chunk_keys``) as an item per (table, key, priority) of ``items``,
+        waiting as long as the rate limiters hold them. False if the
+        transport has no such path now: the caller then makes the chunks
+        (``add_chunk``) and inserts the items (``insert``) itself."""
+        ...
+
     def sample(self, table: str, num_samples: int, timeout: float | None) -> Any:
         """One batch of up to ``num_samples`` samples of ``table`` (as many
         as the rate limiter gives at once, at least one), shaped like the
