@@ -1,27 +1,40 @@
 #include "resound/local/step_insert_request.h"
 
 #include <cstring>
-#include <unordered_map>
+#include <string_view>
 #include <utility>
 
 #include "resound/chunk.h"
 #include "resound/errors.h"
 #include "resound/local/fixed_fields.h"
-#include "resound/packed_trajectories.h"
 #include "resound/proto_writer.h"
 #include "resound/wire_messages.h"
 
 namespace resound::local {
 
+namespace {
+
+// A packed repeated varint field of `count` copies of `value`.
+void RepeatedVarint(ProtoWriter& out, uint32_t field, uint64_t value, size_t count) {
+  out.Tag(field, ProtoWriter::kLengthDelimited);
+  out.Varint(ProtoWriter::VarintSize(value) * count);
+  for (size_t i = 0; i < count; ++i) out.Varint(value);
+}
+
+}  // namespace
+
+// Written field by field rather than through ChunkBatchFields and
+// PackedTrajectories: their vectors cost a client.insert more than the rest
+// of its message.
 StepInsertRequest::StepInsertRequest(std::vector<Field> fields, uint64_t episode_id, const std::vector<Item>& items)
     : fields_(std::move(fields)) {
   if (fields_.empty()) throw InvalidArgumentError("a step needs at least one field");
   if (items.empty()) throw InvalidArgumentError("a step needs at least one item");
   const size_t count = fields_.size();
   std::vector<uint64_t> keys;
-  std::vector<uint32_t> layout_indices;
   std::vector<int64_t> data_sizes;
-  Trajectory trajectory;
+  keys.reserve(count);
+  data_sizes.reserve(count);
   ProtoWriter batch;
   for (size_t i = 0; i < count; ++i) {
     const Field& field = fields_[i];
@@ -41,38 +54,53 @@ StepInsertRequest::StepInsertRequest(std::vector<Field> fields, uint64_t episode
     // index per chunk either way.
     wire::WriteChunkLayout(batch, field.dtype, field.shape, Compression::kNone, /*delta_encoded=*/false);
     keys.push_back(field.key);
-    layout_indices.push_back(static_cast<uint32_t>(i));
     data_sizes.push_back(static_cast<int64_t>(field.data.size()));
     data_bytes_ += field.data.size();
-    trajectory.push_back({{{field.key, 0, 1}}, false});
   }
-  namespace batch_fields = wire::chunk_batch;
-  batch.PackedVarints(batch_fields::kKeys, keys);
-  batch.PackedVarints(batch_fields::kLayoutIndices, layout_indices);
-  batch.PackedVarints(batch_fields::kNumSteps, std::vector<int64_t>(count, 1));
-  batch.PackedVarints(batch_fields::kEpisodeIds, std::vector<uint64_t>(count, episode_id));
-  batch.PackedVarints(batch_fields::kStartSteps, std::vector<int64_t>(count, 0));
-  batch.PackedVarints(batch_fields::kEndSteps, std::vector<int64_t>(count, 0));
-  batch.PackedVarints(batch_fields::kDataSizes, data_sizes);
+  namespace chunk_batch = wire::chunk_batch;
+  batch.PackedVarints(chunk_batch::kKeys, keys);
+  std::vector<uint32_t> layout_indices(count);
+  for (size_t i = 0; i < count; ++i) layout_indices[i] = static_cast<uint32_t>(i);
+  batch.PackedVarints(chunk_batch::kLayoutIndices, layout_indices);
+  RepeatedVarint(batch, chunk_batch::kNumSteps, 1, count);
+  RepeatedVarint(batch, chunk_batch::kEpisodeIds, episode_id, count);
+  RepeatedVarint(batch, chunk_batch::kStartSteps, 0, count);
+  RepeatedVarint(batch, chunk_batch::kEndSteps, 0, count);
+  batch.PackedVarints(chunk_batch::kDataSizes, data_sizes);
+
+  // Each item: every field's chunk, whole (one slice of one step, not squeezed).
+  ProtoWriter trajectories;
+  namespace columns = wire::trajectories;
+  RepeatedVarint(trajectories, columns::kNumColumns, count, items.size());
+  RepeatedVarint(trajectories, columns::kNumSlices, 1, count * items.size());
+  RepeatedVarint(trajectories, columns::kSqueeze, 0, count * items.size());
+  std::vector<uint64_t> chunk_keys;
+  chunk_keys.reserve(count * items.size());
+  for (size_t i = 0; i < items.size(); ++i) chunk_keys.insert(chunk_keys.end(), keys.begin(), keys.end());
+  trajectories.PackedVarints(columns::kChunkKeys, chunk_keys);
+  RepeatedVarint(trajectories, columns::kOffsets, 0, count * items.size());
+  RepeatedVarint(trajectories, columns::kLengths, 1, count * items.size());
 
   ProtoWriter item_batch;
-  std::unordered_map<std::string, uint32_t> table_index;
+  std::vector<std::string_view> tables;  // a few: searched in order
   std::vector<uint32_t> table_indices;
   std::vector<uint64_t> item_keys;
   std::vector<double> priorities;
-  PackedTrajectories packed;
   for (const Item& item : items) {
-    const auto [entry, added] = table_index.try_emplace(item.table, static_cast<uint32_t>(table_index.size()));
-    if (added) item_batch.BytesField(wire::item_batch::kTables, item.table);
-    table_indices.push_back(entry->second);
+    size_t index = 0;
+    while (index < tables.size() && tables[index] != item.table) ++index;
+    if (index == tables.size()) {
+      tables.push_back(item.table);
+      item_batch.BytesField(wire::item_batch::kTables, item.table);
+    }
+    table_indices.push_back(static_cast<uint32_t>(index));
     item_keys.push_back(item.key);
     priorities.push_back(item.priority);
-    packed.Append(trajectory);
   }
   item_batch.PackedVarints(wire::item_batch::kTableIndices, table_indices);
   item_batch.PackedVarints(wire::item_batch::kKeys, item_keys);
   item_batch.PackedDoubles(wire::item_batch::kPriorities, priorities);
-  wire::WriteTrajectories(item_batch, wire::item_batch::kTrajectories, packed);
+  item_batch.MessageField(wire::item_batch::kTrajectories, trajectories);
 
   ProtoWriter message;
   message.MessageField(wire::insert_request::kChunks, batch);

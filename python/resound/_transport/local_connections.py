@@ -76,9 +76,12 @@ class LocalConnections:
         self._closed = False
 
     def take(self) -> Any:
-        with self._lock:
-            if self._idle:
-                return self._idle.pop()
+        # Without the lock: list.pop is atomic, and one that close() swapped
+        # out is still handed back (give_back checks under the lock).
+        try:
+            return self._idle.pop()
+        except IndexError:
+            pass
         try:
             client = _core.LocalClient(self.path, _REGION_BYTES, _REGION_BYTES, CONNECT_SECONDS)
         except BaseException as error:
