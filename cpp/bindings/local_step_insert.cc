@@ -51,16 +51,18 @@ DType DTypeOf(const py::array& array) {
   return DType::Parse(std::string{order, kind} + std::to_string(size));
 }
 
-// Reads the confirmations of `keys` after the first `confirmed` until
-// `deadline`; returns how many have come. A confirmation of anything else is
-// a malformed answer: ValueError, the connection shut down. Without the GIL.
-size_t AwaitConfirmations(LocalClient& client, const std::vector<uint64_t>& keys, size_t confirmed,
-                          const Deadline& deadline) {
-  while (confirmed < keys.size()) {
+// Reads the answer's parts, the confirmations of `keys` after the first
+// `confirmed`, until its last part or `deadline`: (how many came, whether
+// the last part came). A confirmation of anything else, or a last part
+// with items unconfirmed, is a malformed answer: ValueError, the
+// connection shut down. Without the GIL.
+std::pair<size_t, bool> AwaitConfirmations(LocalClient& client, const std::vector<uint64_t>& keys,
+                                           size_t confirmed, const Deadline& deadline) {
+  while (true) {
     // After an answer with more to come, the next part is asked for.
     if (!client.pending()) client.Start(local::LocalConnection::kContinueMethod, 0);
     const std::optional<LocalClient::Response> response = client.Finish(deadline);
-    if (!response) return confirmed;
+    if (!response) return {confirmed, false};
     ProtoReader reader({reinterpret_cast<const uint8_t*>(response->payload.data()), response->payload.size()},
                        "InsertResponse");
     std::vector<uint64_t> arrived;
@@ -74,25 +76,31 @@ size_t AwaitConfirmations(LocalClient& client, const std::vector<uint64_t>& keys
       }
       ++confirmed;
     }
-    if (!response->more && confirmed < keys.size()) {
-      client.Shutdown();
-      throw InvalidArgumentError("malformed response from the server: it ended the insert unconfirmed");
+    // (Read to the last part even when every item came: the server applies
+    // the step's chunk releases before it.)
+    if (!response->more) {
+      if (confirmed < keys.size()) {
+        client.Shutdown();
+        throw InvalidArgumentError("malformed response from the server: it ended the insert unconfirmed");
+      }
+      return {confirmed, true};
     }
   }
-  return confirmed;
 }
 
 }  // namespace
 
-size_t InsertStep(LocalClient& client, const py::list& items, const py::list& arrays, const py::list& chunk_keys,
+std::pair<size_t, bool> InsertStep(LocalClient& client, const py::list& items, const py::list& arrays, const py::list& chunk_keys,
                   py::handle episode_id, std::optional<double> wait) {
   if (chunk_keys.size() != arrays.size()) throw py::value_error("chunk_keys: one per array");
   std::vector<local::StepInsertRequest::Item> item_list;
   std::vector<uint64_t> item_keys;
   item_list.reserve(items.size());
   for (const py::handle entry : items) {
+    if (!py::isinstance<py::tuple>(entry) || py::len(entry) != 3) {
+      throw py::value_error("items: (table, key, priority) triples");
+    }
     const auto triple = py::reinterpret_borrow<py::tuple>(entry);
-    if (triple.size() != 3) throw py::value_error("items: (table, key, priority) triples");
     item_list.push_back({triple[0].cast<std::string>(), ToKey(triple[1], "item key"),
                          ToDouble(triple[2], "priority")});
     item_keys.push_back(item_list.back().key);
@@ -106,10 +114,12 @@ size_t InsertStep(LocalClient& client, const py::list& items, const py::list& ar
   for (size_t i = 0; i < arrays.size(); ++i) {
     if (!py::isinstance<py::array>(arrays[i])) throw py::value_error("arrays: numpy arrays only");
     const auto array = py::reinterpret_borrow<py::array>(arrays[i]);
+    // The type first: one the core refuses is named (numpy exports no
+    // buffer of some, datetime64's, which the view would report instead).
+    DType dtype = DTypeOf(array);
     views.push_back(std::make_unique<BufferView>(array));
     std::vector<int64_t> shape(array.shape(), array.shape() + array.ndim());
-    fields.push_back({ToKey(chunk_keys[i], "chunk key"), DTypeOf(array),
-                      std::move(shape),
+    fields.push_back({ToKey(chunk_keys[i], "chunk key"), dtype, std::move(shape),
                       {static_cast<const std::byte*>(views.back()->data()), views.back()->size()}});
     data_bytes += views.back()->size();
   }
@@ -130,10 +140,12 @@ size_t InsertStep(LocalClient& client, const py::list& items, const py::list& ar
   } else {
     send();
   }
+  views.clear();  // written: the arrays' buffers are let go before the wait
   return WithoutGil([&] { return AwaitConfirmations(client, item_keys, 0, deadline); });
 }
 
-size_t InsertStepWait(LocalClient& client, const py::list& item_keys, size_t confirmed, std::optional<double> wait) {
+std::pair<size_t, bool> InsertStepWait(LocalClient& client, const py::list& item_keys, size_t confirmed,
+                                       std::optional<double> wait) {
   const std::vector<uint64_t> keys = KeysOf(item_keys, "item_keys");
   if (confirmed > keys.size()) throw py::value_error("confirmed: more than item_keys");
   const Deadline deadline = ToDeadline(wait);

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <utility>
 
 #include "resound/local/local_client.h"
 
@@ -19,16 +20,17 @@ namespace py = pybind11;
 
 // Sends the step (`arrays`: C-contiguous numpy arrays, one chunk each, keyed
 // by `chunk_keys`; `items`: (table, key, priority) triples) and waits up to
-// `wait` seconds (None: until done) for the server to confirm its items.
-// Returns how many it confirmed: all of them, or fewer when `wait` ran out
-// (the request stays pending: insert_step_wait goes on).
-size_t InsertStep(local::LocalClient& client, const py::list& items, const py::list& arrays,
-                  const py::list& chunk_keys, py::handle episode_id, std::optional<double> wait);
+// `wait` seconds (None: until done) for the server's answer. Returns (how
+// many items it confirmed, whether its answer ended): unended when `wait`
+// ran out (the request stays pending: insert_step_wait goes on).
+std::pair<size_t, bool> InsertStep(local::LocalClient& client, const py::list& items, const py::list& arrays,
+                                   const py::list& chunk_keys, py::handle episode_id, std::optional<double> wait);
 
-// Waits up to `wait` seconds more for the confirmations of the step's items
-// `item_keys`, `confirmed` of which came already; returns how many came.
-size_t InsertStepWait(local::LocalClient& client, const py::list& item_keys, size_t confirmed,
-                      std::optional<double> wait);
+// Waits up to `wait` seconds more for the rest of the answer for the step's
+// items `item_keys`, `confirmed` of which came already; returns as
+// InsertStep.
+std::pair<size_t, bool> InsertStepWait(local::LocalClient& client, const py::list& item_keys, size_t confirmed,
+                                       std::optional<double> wait);
 
 }  // namespace resound::bindings
 

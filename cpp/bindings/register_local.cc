@@ -461,13 +461,14 @@ returns its size.)doc")
 numpy arrays) a one-step chunk keyed by `chunk_keys`, an item per (table, key,
 priority) of `items` using them all, the chunks released on the server once
 the items hold them. Waits up to `wait` seconds (None: until done) for the
-confirmations; returns how many came (fewer than the items: the request stays
-pending, for insert_step_wait). LocalStatusError with the server's status if
-it refused (its chunks may then stay in the connection's session: close it).)doc")
+answer; returns (items confirmed, whether the answer ended): unended, the
+request stays pending, for insert_step_wait. LocalStatusError with the
+server's status if it refused (its chunks may then stay in the connection's
+session: close it).)doc")
       .def("insert_step_wait", &InsertStepWait, py::arg("item_keys"), py::arg("confirmed"),
            py::arg("wait") = py::none(),
-           "Waits up to `wait` seconds more for insert_step's confirmations (`confirmed` came already); "
-           "returns how many have come.")
+           "Waits up to `wait` seconds more for the rest of insert_step's answer (`confirmed` items came "
+           "already); returns as insert_step.")
       .def("sample_gathered", &SampleGathered, py::arg("request"), py::arg("num_samples"),
            py::arg("timeout") = py::none(),
            R"doc(Sends a serialized SampleRequest (for up to `num_samples`) as SampleInto or

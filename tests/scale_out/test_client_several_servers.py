@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import resound
+from resound import _core
 from resound._transport.targets import parse_target, resolve_name
 
 from helpers.waiting import SAFETY, wait_until
@@ -261,6 +262,24 @@ def test_a_stopped_server_is_left_out_and_the_rest_serve(servers) -> None:
     with pytest.raises(ConnectionError, match=f"did not reach 1 server.*{servers[1].port}"):
         client.reset("replay")
     assert sizes([servers[0], servers[2]], "replay") == [0, 0]  # the others were reset
+
+
+@pytest.mark.parametrize("transport", ["grpc", "local"])
+def test_inserts_move_on_from_a_server_stopped_after_they_reached_it(servers, transport) -> None:
+    # Over the same-host transport each client.insert is one call on a
+    # pooled connection: one whose server stopped must move on to the next
+    # server as the general path does, not raise.
+    if transport == "local" and not _core.HAS_LOCAL_TRANSPORT:
+        pytest.skip("the same-host transport needs Linux")
+    client = resound.Client(addresses(servers), transport=transport)
+    for value in range(6):  # two for each server: a connection to each
+        client.insert([np.float32(value)], priorities={"q": 1.0})
+    assert sizes(servers, "q") == [2, 2, 2]
+    servers[1].stop()
+    for value in range(6):
+        client.insert([np.float32(value)], priorities={"q": 1.0})
+    assert sum(sizes([servers[0], servers[2]], "q")) == 10
+    client.close()
 
 
 def test_unknown_tables_raise_not_found(servers) -> None:

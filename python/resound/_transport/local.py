@@ -175,27 +175,38 @@ class LocalTransport(RemoteTransport):
         """In one message on a pooled connection: the step's chunks, its
         items, and the chunks' release once the items hold them (see
         ``_core.LocalClient.insert_step``). False while the calls go over
-        gRPC, and when the server went away: the caller's general path then
-        waits for it and sends the step again (its items are keyed)."""
-        connections = self._local_connections()
-        if connections is None:
-            return False
+        gRPC, and when the server is not reachable (or, to a client of
+        several, stopped): the caller's general path then waits for it,
+        fails over to another server or says why not, and sends the step
+        with the same keys."""
         try:
+            connections = self._local_connections()
+            if connections is None:
+                return False
             client = connections.take()
         except LocalRpcError:
             return False
         started = time.monotonic()
-        ended = True  # unless confirmed: the session may hold the step's chunks
+        ended = True  # unless answered: the session may hold the step's chunks
         try:
             wait = _STEP_WAIT_SECONDS
-            confirmed = client.insert_step(items, arrays, chunk_keys, episode_id, wait)
-            if confirmed < len(items):
+            confirmed, answered = client.insert_step(items, arrays, chunk_keys, episode_id, wait)
+            if not answered:
                 self._wait_for_step(client, items, confirmed, started)
             ended = False
             return True
+        except ValueError:
+            # Refused before it was sent (or a malformed answer, which shut
+            # the connection): the connection is as it was.
+            ended = False
+            raise
         except (_core.LocalStatusError, OSError) as error:
             rpc = rpc_error(error)
-            if means_unreachable(rpc) and self.wait_for_server:
+            # A server that stopped is gone to a client of several (its
+            # general path's stream fails over), as one not reachable is
+            # to any client.
+            stopped = rpc.code() == grpc.StatusCode.CANCELLED and self.failover is not None
+            if means_unreachable(rpc) or stopped:
                 return False
             raise error_from_rpc(rpc, "Insert") from None
         finally:
@@ -211,9 +222,14 @@ class LocalTransport(RemoteTransport):
         watchdog warns while it lasts (resound.wait_warnings)."""
         keys = [key for _, key, _ in items]
         blocked = wait_warnings.BlockedWait(wait_warnings.WRITER_LOGGER, "insert", started)
-        with wait_warnings.watching(blocked, lambda: self._why_insert(items[confirmed][0])):
-            while confirmed < len(keys):
-                confirmed = client.insert_step_wait(keys, confirmed, _STEP_SLICE_SECONDS)
+
+        def why() -> str:
+            return self._why_insert(items[min(confirmed, len(items) - 1)][0])
+
+        answered = False
+        with wait_warnings.watching(blocked, why):
+            while not answered:
+                confirmed, answered = client.insert_step_wait(keys, confirmed, _STEP_SLICE_SECONDS)
 
     def _on_socket(
         self,

@@ -77,7 +77,9 @@ class LocalConnections:
 
     def take(self) -> Any:
         # Without the lock: list.pop is atomic, and one that close() swapped
-        # out is still handed back (give_back checks under the lock).
+        # out is still handed back (give_back checks under the lock). A
+        # take racing close() may get a connection close() is shutting down:
+        # its call fails as UNAVAILABLE, as calls of a closing transport do.
         try:
             return self._idle.pop()
         except IndexError:
