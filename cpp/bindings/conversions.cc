@@ -231,10 +231,10 @@ std::vector<std::pair<uint64_t, double>> ToUpdates(const py::object& updates) {
   return out;
 }
 
-std::vector<uint64_t> ToDeleteKeys(const py::object& deletes) {
-  std::vector<uint64_t> keys;
-  for (py::handle key : deletes) keys.push_back(ToKey(key, "deletes key"));
-  return keys;
+std::vector<uint64_t> ToKeys(py::handle keys, const char* argument) {
+  std::vector<uint64_t> out;
+  for (py::handle key : keys) out.push_back(ToKey(key, argument));
+  return out;
 }
 
 }  // namespace resound::bindings

@@ -41,9 +41,9 @@ double ToDouble(py::handle value, const char* argument);
 // Priority updates from a dict {key: priority}, a pair of equally long 1-D
 // arrays (keys, priorities), or an iterable of (key, priority) pairs.
 std::vector<std::pair<uint64_t, double>> ToUpdates(const py::object& updates);
-// The keys of mutate_priorities' `deletes` (any iterable of keys), as Table
-// and the same-host client read them.
-std::vector<uint64_t> ToDeleteKeys(const py::object& deletes);
+// Keys from any iterable of them (mutate_priorities' deletes, a step's item
+// keys); errors name `argument`.
+std::vector<uint64_t> ToKeys(py::handle keys, const char* argument);
 
 // None -> wait forever; a number of seconds >= 0 otherwise.
 Deadline ToDeadline(std::optional<double> timeout);

@@ -23,13 +23,6 @@ namespace {
 
 using local::LocalClient;
 
-std::vector<uint64_t> KeysOf(const py::list& keys, const char* argument) {
-  std::vector<uint64_t> out;
-  out.reserve(keys.size());
-  for (const py::handle key : keys) out.push_back(ToKey(key, argument));
-  return out;
-}
-
 // The array's numpy type string, as dtype.str gives it: put together from
 // the descriptor's fields for booleans and numbers (dtype.str formats a new
 // string each time: a tenth of a 4 KB step's C++ time), asked of numpy for
@@ -90,8 +83,8 @@ std::pair<size_t, bool> AwaitConfirmations(LocalClient& client, const std::vecto
 
 }  // namespace
 
-std::pair<size_t, bool> InsertStep(LocalClient& client, const py::list& items, const py::list& arrays, const py::list& chunk_keys,
-                  py::handle episode_id, std::optional<double> wait) {
+std::pair<size_t, bool> InsertStep(LocalClient& client, const py::list& items, const py::list& arrays,
+                                   const py::list& chunk_keys, py::handle episode_id, std::optional<double> wait) {
   if (chunk_keys.size() != arrays.size()) throw py::value_error("chunk_keys: one per array");
   std::vector<local::StepInsertRequest::Item> item_list;
   std::vector<uint64_t> item_keys;
@@ -110,7 +103,6 @@ std::pair<size_t, bool> InsertStep(LocalClient& client, const py::list& items, c
   std::vector<local::StepInsertRequest::Field> fields;
   views.reserve(arrays.size());
   fields.reserve(arrays.size());
-  size_t data_bytes = 0;
   for (size_t i = 0; i < arrays.size(); ++i) {
     if (!py::isinstance<py::array>(arrays[i])) throw py::value_error("arrays: numpy arrays only");
     const auto array = py::reinterpret_borrow<py::array>(arrays[i]);
@@ -121,7 +113,6 @@ std::pair<size_t, bool> InsertStep(LocalClient& client, const py::list& items, c
     std::vector<int64_t> shape(array.shape(), array.shape() + array.ndim());
     fields.push_back({ToKey(chunk_keys[i], "chunk key"), dtype, std::move(shape),
                       {static_cast<const std::byte*>(views.back()->data()), views.back()->size()}});
-    data_bytes += views.back()->size();
   }
   const local::StepInsertRequest request(std::move(fields), ToKey(episode_id, "episode_id"), item_list);
   const Deadline deadline = ToDeadline(wait);
@@ -132,7 +123,7 @@ std::pair<size_t, bool> InsertStep(LocalClient& client, const py::list& items, c
   };
   // A step of a few KB is written with the GIL held: handing it over and
   // taking it back would cost more than the copy.
-  if (data_bytes > kKeepGilBelowBytes || request.bytes() > client.request_capacity()) {
+  if (request.bytes() > kKeepGilBelowBytes || request.bytes() > client.request_capacity()) {
     WithoutGil([&] {
       send();
       return 0;
@@ -146,7 +137,7 @@ std::pair<size_t, bool> InsertStep(LocalClient& client, const py::list& items, c
 
 std::pair<size_t, bool> InsertStepWait(LocalClient& client, const py::list& item_keys, size_t confirmed,
                                        std::optional<double> wait) {
-  const std::vector<uint64_t> keys = KeysOf(item_keys, "item_keys");
+  const std::vector<uint64_t> keys = ToKeys(item_keys, "item_keys");
   if (confirmed > keys.size()) throw py::value_error("confirmed: more than item_keys");
   const Deadline deadline = ToDeadline(wait);
   return WithoutGil([&] { return AwaitConfirmations(client, keys, confirmed, deadline); });

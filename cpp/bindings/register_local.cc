@@ -182,7 +182,7 @@ py::tuple MutatePriorities(LocalClient& client, const std::string& table, const 
   std::vector<std::pair<uint64_t, double>> update_records;
   if (!updates.is_none()) update_records = ToUpdates(updates);
   std::vector<uint64_t> delete_keys;
-  if (!deletes.is_none()) delete_keys = ToDeleteKeys(deletes);
+  if (!deletes.is_none()) delete_keys = ToKeys(deletes, "deletes key");
   const size_t size = local::PackedMutateRequest::Bytes(table, update_records.size(), delete_keys.size());
   const Deadline deadline = ToDeadline(timeout);
   const auto [updated, deleted] = WithoutGil([&] {

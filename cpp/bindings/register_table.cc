@@ -489,7 +489,7 @@ allows.)doc")
             std::vector<std::pair<uint64_t, double>> update_list;
             std::vector<uint64_t> delete_list;
             if (updates && !updates->is_none()) update_list = ToUpdates(*updates);
-            if (deletes && !deletes->is_none()) delete_list = ToDeleteKeys(*deletes);
+            if (deletes && !deletes->is_none()) delete_list = ToKeys(*deletes, "deletes key");
             MutateResult result;
             {
               // Small batches keep the GIL (see InsertTryingFirst); a large
