@@ -4,6 +4,7 @@
 #include <string>
 
 #include "resound/errors.h"
+#include "resound/shareable_blocks.h"
 #include "resound/trailing_allocator.h"
 
 namespace resound {
@@ -72,7 +73,8 @@ size_t CheckedShards(size_t num_shards) {
 
 }  // namespace
 
-ChunkStore::ChunkStore(size_t num_shards, Chunk::PayloadCopy copy) : state_(CheckedShards(num_shards), copy) {}
+ChunkStore::ChunkStore(size_t num_shards, Chunk::PayloadCopy copy, bool shareable_payloads)
+    : state_(CheckedShards(num_shards), copy), shareable_payloads_(shareable_payloads) {}
 
 std::shared_ptr<const Chunk> ChunkStore::Insert(const ChunkMetadata& metadata, std::span<const std::byte> payload) {
   Chunk::Validate(metadata, payload.size());
@@ -84,7 +86,8 @@ std::shared_ptr<const Chunk> ChunkStore::Insert(const ChunkMetadata& metadata, s
   // since a chunk's destructor takes that lock.
   TrailingStorage storage{Chunk::StorageBytes(metadata, payload.size())};
   std::shared_ptr<const Chunk> candidate =
-      AllocateSharedWithTrailing<StoredChunk, RecycledBlocks>(storage, state_, metadata, payload);
+      shareable_payloads_ ? AllocateSharedWithTrailing<StoredChunk, ShareableBlocks>(storage, state_, metadata, payload)
+                          : AllocateSharedWithTrailing<StoredChunk, RecycledBlocks>(storage, state_, metadata, payload);
   std::shared_ptr<const Chunk> existing;
   const uint64_t key = metadata.key;
   {

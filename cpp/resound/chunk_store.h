@@ -26,7 +26,11 @@ class ChunkStore {
   static constexpr size_t kDefaultShards = 16;
 
   // `copy`: how payloads are copied into the chunks (Chunk::PayloadCopy).
-  explicit ChunkStore(size_t num_shards = kDefaultShards, Chunk::PayloadCopy copy = Chunk::PayloadCopy::kStreamed);
+  // `shareable_payloads`: large chunks are made in the installed
+  // PayloadBlockSource's memory while it has room (a same-host client's
+  // writers: see shareable_blocks.h).
+  explicit ChunkStore(size_t num_shards = kDefaultShards, Chunk::PayloadCopy copy = Chunk::PayloadCopy::kStreamed,
+                      bool shareable_payloads = false);
   ChunkStore(const ChunkStore&) = delete;
   ChunkStore& operator=(const ChunkStore&) = delete;
 
@@ -97,6 +101,7 @@ class ChunkStore {
   class StoredChunk;
 
   StateRef state_;
+  const bool shareable_payloads_;
 };
 
 }  // namespace resound
