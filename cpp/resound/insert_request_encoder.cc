@@ -32,9 +32,11 @@ void InsertRequestEncoder::Add(const std::string& table, uint64_t key, double pr
   queue_.push_back(std::move(pending));
 }
 
-void InsertRequestEncoder::TakeMessage(size_t max_items, size_t max_bytes,
-                                       const std::function<char*(size_t)>& allocate, bool data_tail) {
+std::vector<std::shared_ptr<const Chunk>> InsertRequestEncoder::TakeMessage(
+    size_t max_items, size_t max_bytes, const std::function<char*(size_t)>& allocate, bool data_tail,
+    const PayloadBlockSource* arena) {
   std::vector<const Chunk*> new_chunks;
+  std::vector<std::shared_ptr<const Chunk>> new_handles;
   size_t new_bytes = 0;
   PackedTrajectories packed;
   std::vector<uint32_t> table_indices;
@@ -48,7 +50,10 @@ void InsertRequestEncoder::TakeMessage(size_t max_items, size_t max_bytes,
     }
     if (!keys.empty() && new_bytes + item_bytes > max_bytes) break;
     for (const auto& chunk : pending.chunks) {
-      if (sent_.insert(chunk->key()).second) new_chunks.push_back(chunk.get());
+      if (sent_.insert(chunk->key()).second) {
+        new_chunks.push_back(chunk.get());
+        if (arena != nullptr) new_handles.push_back(chunk);
+      }
     }
     new_bytes += item_bytes;
     packed.Append(pending.trajectory);
@@ -78,11 +83,22 @@ void InsertRequestEncoder::TakeMessage(size_t max_items, size_t max_bytes,
     message.MessageField(wire::insert_request::kItems, items);
   }
   message.PackedVarints(wire::insert_request::kReleaseChunkKeys, released);
-  if (data_tail) {
-    wire::WriteWithDataTail(message, new_chunks, allocate);
-  } else {
+  if (!data_tail) {
     wire::WriteWithPayloads(message, wire::insert_request::kChunkData, new_chunks, allocate);
+    return {};
   }
+  const std::vector<const Chunk*> in_arena = wire::WriteWithDataTail(message, new_chunks, allocate, arena);
+  // The handles of those, in the same order (a subsequence of new_chunks).
+  std::vector<std::shared_ptr<const Chunk>> held;
+  held.reserve(in_arena.size());
+  size_t next = 0;
+  for (auto& handle : new_handles) {
+    if (next < in_arena.size() && handle.get() == in_arena[next]) {
+      held.push_back(std::move(handle));
+      ++next;
+    }
+  }
+  return held;
 }
 
 bool InsertRequestEncoder::HasReleasable() const {

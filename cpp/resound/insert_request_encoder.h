@@ -26,6 +26,7 @@
 
 #include "resound/chunk.h"
 #include "resound/chunk_store.h"
+#include "resound/shareable_blocks.h"
 #include "resound/trajectory.h"
 
 namespace resound {
@@ -45,8 +46,13 @@ class InsertRequestEncoder {
   // `max_items` queued items (at least one, if any) while their new chunks
   // stay within `max_bytes`, moved to the unconfirmed ones. With
   // `data_tail`, in the same-host transport's layout (wire::WriteWithDataTail).
-  void TakeMessage(size_t max_items, size_t max_bytes, const std::function<char*(size_t)>& allocate,
-                   bool data_tail = false);
+  // With an `arena` too, payloads in the arena are not copied but named
+  // (wire::WriteWithDataTail): returns the handles of those chunks, which
+  // the caller keeps until the receiver has answered the message.
+  std::vector<std::shared_ptr<const Chunk>> TakeMessage(size_t max_items, size_t max_bytes,
+                                                        const std::function<char*(size_t)>& allocate,
+                                                        bool data_tail = false,
+                                                        const PayloadBlockSource* arena = nullptr);
 
   // Drops unconfirmed items whose keys lead `keys` in order; keys that do not
   // match the oldest unconfirmed item (a confirmation from before a Requeue)

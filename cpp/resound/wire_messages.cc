@@ -1,6 +1,7 @@
 #include "resound/wire_messages.h"
 
 #include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -107,15 +108,72 @@ void WriteWithPayloads(ProtoWriter& message, uint32_t field, const std::vector<c
   CopyPayloads(chunks, out + head.size());
 }
 
-void WriteWithDataTail(const ProtoWriter& message, const std::vector<const Chunk*>& chunks,
-                       const std::function<char*(size_t)>& allocate) {
-  const size_t bytes = PayloadBytes(chunks);
+std::vector<const Chunk*> WriteWithDataTail(const ProtoWriter& message, const std::vector<const Chunk*>& chunks,
+                                            const std::function<char*(size_t)>& allocate,
+                                            const PayloadBlockSource* arena) {
+  std::vector<const Chunk*> in_arena;
+  std::vector<const Chunk*> in_data;
+  std::vector<uint64_t> refs;
+  if (arena != nullptr) {
+    refs.reserve(chunks.size());
+    for (const Chunk* chunk : chunks) {
+      const std::optional<uint64_t> offset = arena->OffsetOf(chunk->data(), chunk->data_size());
+      refs.push_back(offset.value_or(kPayloadInData));
+      (offset ? in_arena : in_data).push_back(chunk);
+    }
+  }
+  const std::vector<const Chunk*>& copied = arena != nullptr ? in_data : chunks;
+  const size_t bytes = PayloadBytes(copied);
   const std::string& head = message.data();
   const uint64_t head_size = head.size();
-  char* out = allocate(sizeof head_size + head.size() + bytes);
+  const size_t table = refs.size() * sizeof(uint64_t);
+  char* out = allocate(sizeof head_size + head.size() + table + bytes);
   std::memcpy(out, &head_size, sizeof head_size);
   std::memcpy(out + sizeof head_size, head.data(), head.size());
-  CopyPayloads(chunks, out + sizeof head_size + head.size());
+  out += sizeof head_size + head.size();
+  if (table > 0) std::memcpy(out, refs.data(), table);
+  CopyPayloads(copied, out + table);
+  return in_arena;
+}
+
+std::vector<std::span<const std::byte>> PayloadsWithArenaRefs(const std::vector<int64_t>& data_sizes,
+                                                              std::span<const std::byte> data,
+                                                              std::span<const std::byte> arena) {
+  const size_t count = data_sizes.size();
+  if (count > data.size() / sizeof(uint64_t)) {
+    throw InvalidArgumentError("the data's arena table must hold one entry per chunk (" + std::to_string(count) +
+                               "), it has room for " + std::to_string(data.size() / sizeof(uint64_t)));
+  }
+  std::vector<std::span<const std::byte>> payloads;
+  payloads.reserve(count);
+  // The table is read once, value by value, into what is kept: the client
+  // may rewrite it meanwhile, and nothing checked is read twice.
+  std::span<const std::byte> rest = data.subspan(count * sizeof(uint64_t));
+  for (size_t i = 0; i < count; ++i) {
+    uint64_t ref = 0;
+    std::memcpy(&ref, data.data() + i * sizeof(uint64_t), sizeof ref);
+    const int64_t size = data_sizes[i];
+    if (size < 0) throw InvalidArgumentError("data_sizes[" + std::to_string(i) + "] is negative");
+    const auto bytes = static_cast<uint64_t>(size);
+    if (ref == kPayloadInData) {
+      if (bytes > rest.size()) {
+        throw InvalidArgumentError("chunk payload " + std::to_string(i) + " runs past the end of data");
+      }
+      payloads.push_back(rest.first(bytes));
+      rest = rest.subspan(bytes);
+    } else {
+      if (ref > arena.size() || bytes > arena.size() - ref) {
+        throw InvalidArgumentError("chunk payload " + std::to_string(i) + " at " + std::to_string(ref) + " (" +
+                                   std::to_string(bytes) + " bytes) lies outside the client's payload arena (" +
+                                   std::to_string(arena.size()) + " bytes)");
+      }
+      payloads.push_back(arena.subspan(ref, bytes));
+    }
+  }
+  if (!rest.empty()) {
+    throw InvalidArgumentError("data holds " + std::to_string(rest.size()) + " bytes past the chunks' payloads");
+  }
+  return payloads;
 }
 
 ChunkBatchMessage ReadChunkBatch(ProtoReader reader) {
@@ -192,8 +250,10 @@ PackedTrajectories ReadTrajectories(ProtoReader reader) {
   }
 }
 
-std::vector<std::shared_ptr<const Chunk>> MakeChunks(const ChunkBatchMessage& batch,
-                                                     std::span<const std::byte> payloads, ChunkStore& store) {
+namespace {
+
+// InvalidArgumentError unless every column of `batch` has an entry per key.
+void CheckColumnLengths(const ChunkBatchMessage& batch) {
   const size_t count = batch.keys.size();
   const auto check_length = [count](const char* name, size_t length) {
     if (length != count) {
@@ -207,30 +267,53 @@ std::vector<std::shared_ptr<const Chunk>> MakeChunks(const ChunkBatchMessage& ba
   check_length("start_steps", batch.start_steps.size());
   check_length("end_steps", batch.end_steps.size());
   check_length("data_sizes", batch.data_sizes.size());
+}
+
+}  // namespace
+
+std::vector<std::shared_ptr<const Chunk>> MakeChunks(const ChunkBatchMessage& batch,
+                                                     std::span<const std::byte> payloads, ChunkStore& store) {
+  CheckColumnLengths(batch);
   // Every size is checked before any chunk is made: a bad batch makes
   // nothing.
+  std::vector<std::span<const std::byte>> spans;
+  spans.reserve(batch.keys.size());
   size_t total = 0;
-  for (size_t i = 0; i < count; ++i) {
+  for (size_t i = 0; i < batch.keys.size(); ++i) {
     const int64_t size = batch.data_sizes[i];
     if (size < 0 || static_cast<uint64_t>(size) > payloads.size() - total) {
       throw InvalidArgumentError("chunk " + std::to_string(batch.keys[i]) +
                                  " is invalid: data_sizes run past the end of data (" +
                                  std::to_string(payloads.size()) + " bytes)");
     }
-    if (batch.layout_indices[i] >= batch.layouts.size()) {
-      throw InvalidArgumentError("chunk " + std::to_string(batch.keys[i]) + " is invalid: layout index " +
-                                 std::to_string(batch.layout_indices[i]) + " is not below the " +
-                                 std::to_string(batch.layouts.size()) + " layouts");
-    }
+    spans.push_back(payloads.subspan(total, static_cast<size_t>(size)));
     total += static_cast<size_t>(size);
   }
   if (total != payloads.size()) {
     throw InvalidArgumentError("data has " + std::to_string(payloads.size()) + " bytes but data_sizes add up to " +
                                std::to_string(total));
   }
+  return MakeChunks(batch, spans, store);
+}
+
+std::vector<std::shared_ptr<const Chunk>> MakeChunks(const ChunkBatchMessage& batch,
+                                                     std::span<const std::span<const std::byte>> payloads,
+                                                     ChunkStore& store) {
+  CheckColumnLengths(batch);
+  const size_t count = batch.keys.size();
+  if (payloads.size() != count) {
+    throw InvalidArgumentError("the message has " + std::to_string(payloads.size()) + " chunk payloads for " +
+                               std::to_string(count) + " chunks");
+  }
+  for (size_t i = 0; i < count; ++i) {
+    if (batch.layout_indices[i] >= batch.layouts.size()) {
+      throw InvalidArgumentError("chunk " + std::to_string(batch.keys[i]) + " is invalid: layout index " +
+                                 std::to_string(batch.layout_indices[i]) + " is not below the " +
+                                 std::to_string(batch.layouts.size()) + " layouts");
+    }
+  }
   std::vector<std::shared_ptr<const Chunk>> made;
   made.reserve(count);
-  size_t offset = 0;
   for (size_t i = 0; i < count; ++i) {
     ChunkMetadata metadata = batch.layouts[batch.layout_indices[i]];
     metadata.key = batch.keys[i];
@@ -238,14 +321,12 @@ std::vector<std::shared_ptr<const Chunk>> MakeChunks(const ChunkBatchMessage& ba
     metadata.episode_id = batch.episode_ids[i];
     metadata.start_step = batch.start_steps[i];
     metadata.end_step = batch.end_steps[i];
-    const auto size = static_cast<size_t>(batch.data_sizes[i]);
     try {
       metadata.uncompressed_size = Chunk::RawSize(metadata);
-      made.push_back(store.Insert(metadata, payloads.subspan(offset, size)));
+      made.push_back(store.Insert(metadata, payloads[i]));
     } catch (const InvalidArgumentError& error) {
       throw InvalidArgumentError("chunk " + std::to_string(metadata.key) + " is invalid: " + error.what());
     }
-    offset += size;
   }
   return made;
 }

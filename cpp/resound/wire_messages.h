@@ -18,6 +18,7 @@
 #include "resound/packed_trajectories.h"
 #include "resound/proto_reader.h"
 #include "resound/proto_writer.h"
+#include "resound/shareable_blocks.h"
 
 namespace resound::wire {
 
@@ -93,17 +94,36 @@ void WriteWithPayloads(ProtoWriter& message, uint32_t field, const std::vector<c
 // of `message` as a u64, `message` itself (without the payloads' field),
 // then the payloads back to back, which the receiver copies straight into
 // its chunk store instead of copying the whole request first.
-void WriteWithDataTail(const ProtoWriter& message, const std::vector<const Chunk*>& chunks,
-                       const std::function<char*(size_t)>& allocate);
+//
+// With an `arena` (local::Frame::kArenaRefs), the data starts with a table
+// of one u64 per chunk: where in the arena its payload is, or
+// kPayloadInData for one that follows (a chunk outside the arena).
+// Returns the chunks whose payloads are in the arena: they must not change
+// until the receiver has copied them.
+inline constexpr uint64_t kPayloadInData = ~uint64_t{0};
+std::vector<const Chunk*> WriteWithDataTail(const ProtoWriter& message, const std::vector<const Chunk*>& chunks,
+                                            const std::function<char*(size_t)>& allocate,
+                                            const PayloadBlockSource* arena = nullptr);
+
+// Where each of `num_chunks` payloads of `data_sizes` bytes lies, read off
+// a data tail with arena refs (see WriteWithDataTail) and the client's
+// `arena`. InvalidArgumentError for a table or payload that does not fit.
+std::vector<std::span<const std::byte>> PayloadsWithArenaRefs(const std::vector<int64_t>& data_sizes,
+                                                              std::span<const std::byte> data,
+                                                              std::span<const std::byte> arena);
 
 // The ChunkBatch or Trajectories `reader` holds. InvalidArgumentError names
 // the malformed field.
 ChunkBatchMessage ReadChunkBatch(ProtoReader reader);
 PackedTrajectories ReadTrajectories(ProtoReader reader);
 
-// Makes the chunks `batch` describes, their payloads back to back in
-// `payloads`, in `store`, and returns handles to them (the caller holds them:
-// the store does not). InvalidArgumentError names the first bad chunk.
+// Makes the chunks `batch` describes, one payload each in `payloads`, in
+// `store`, and returns handles to them (the caller holds them: the store
+// does not). InvalidArgumentError names the first bad chunk.
+std::vector<std::shared_ptr<const Chunk>> MakeChunks(const ChunkBatchMessage& batch,
+                                                     std::span<const std::span<const std::byte>> payloads,
+                                                     ChunkStore& store);
+// The same, their payloads back to back in `payloads`.
 std::vector<std::shared_ptr<const Chunk>> MakeChunks(const ChunkBatchMessage& batch,
                                                      std::span<const std::byte> payloads, ChunkStore& store);
 

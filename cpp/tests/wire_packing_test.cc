@@ -6,6 +6,7 @@
 // refuse every cut or malformed message (its input comes from the network).
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <span>
 #include <string>
@@ -19,6 +20,7 @@
 #include "resound/packed_trajectories.h"
 #include "resound/proto_reader.h"
 #include "resound/proto_writer.h"
+#include "resound/wire_messages.h"
 
 namespace resound {
 namespace {
@@ -159,6 +161,39 @@ void ReaderFindsWhatTheWriterWrote() {
   RESOUND_CHECK(Throws<InvalidArgumentError>([&] { FindLengthDelimitedField(Bytes(huge_length.data()), 3); }));
 }
 
+
+// A data tail with arena refs: each chunk's payload from the arena or from
+// the data after the table, in order; a short table, a range outside the
+// arena (also one whose end would wrap), a payload past the data's end and
+// bytes left over are refused.
+void ArenaRefsPointIntoTheArenaOrTheData() {
+  std::vector<std::byte> arena(1000);
+  for (size_t i = 0; i < arena.size(); ++i) arena[i] = std::byte(i & 0xff);
+  const auto tail = [](std::vector<uint64_t> refs, size_t data_bytes) {
+    std::vector<std::byte> out(refs.size() * 8 + data_bytes, std::byte{7});
+    std::memcpy(out.data(), refs.data(), refs.size() * 8);
+    return out;
+  };
+  constexpr uint64_t kData = wire::kPayloadInData;
+  const std::vector<std::byte> good = tail({100, kData, 990}, 5);
+  const auto payloads = wire::PayloadsWithArenaRefs({20, 5, 10}, good, arena);
+  RESOUND_CHECK(payloads.size() == 3);
+  RESOUND_CHECK(payloads[0].data() == arena.data() + 100 && payloads[0].size() == 20);
+  RESOUND_CHECK(payloads[1].data() == good.data() + 24 && payloads[1].size() == 5);
+  RESOUND_CHECK(payloads[2].data() == arena.data() + 990 && payloads[2].size() == 10);
+  const auto refused = [&](std::vector<int64_t> sizes, const std::vector<std::byte>& data) {
+    return Throws<InvalidArgumentError>([&] { wire::PayloadsWithArenaRefs(sizes, data, arena); });
+  };
+  RESOUND_CHECK(refused({20, 5, 10}, tail({100, kData}, 5)));         // table short
+  RESOUND_CHECK(refused({20}, tail({995}, 0)));                       // past the arena's end
+  RESOUND_CHECK(refused({20}, tail({~uint64_t{0} - 1}, 0)));          // far past it
+  RESOUND_CHECK(refused({20}, tail({1001}, 0)));                      // starts past it
+  RESOUND_CHECK(refused({6}, tail({kData}, 5)));                      // data short
+  RESOUND_CHECK(refused({5}, tail({kData}, 6)));                      // data left over
+  RESOUND_CHECK(refused({-1}, tail({0}, 0)));                         // negative size
+  RESOUND_CHECK(!refused({0, 0}, tail({1000, kData}, 0)));            // empty payloads
+}
+
 }  // namespace
 }  // namespace resound
 
@@ -167,6 +202,7 @@ int main() {
   resound::InconsistentArraysAreRefused();
   resound::HolderOwnsWhatItHolds();
   resound::ReaderFindsWhatTheWriterWrote();
+  resound::ArenaRefsPointIntoTheArenaOrTheData();
   std::puts("wire_packing_test: ok");
   return 0;
 }
