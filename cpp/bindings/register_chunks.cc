@@ -72,13 +72,16 @@ Index of live chunks by key, sharded by key so concurrent writers rarely
 contend. The store does not own chunks: a chunk lives while a Chunk handle or
 an item references it, and disappears from the store when the last one goes.
 )doc")
-      .def(py::init([](size_t num_shards, bool cached_payloads) {
+      .def(py::init([](size_t num_shards, bool cached_payloads, bool shareable_payloads) {
              return std::make_shared<ChunkStore>(
-                 num_shards, cached_payloads ? Chunk::PayloadCopy::kCached : Chunk::PayloadCopy::kStreamed);
+                 num_shards, cached_payloads ? Chunk::PayloadCopy::kCached : Chunk::PayloadCopy::kStreamed,
+                 shareable_payloads);
            }),
            py::arg("num_shards") = ChunkStore::kDefaultShards, py::arg("cached_payloads") = false,
+           py::arg("shareable_payloads") = false,
            "cached_payloads: copy payloads in with ordinary stores (for chunks sent right after they are "
-           "made, a remote writer's), not past the caches as a table's large ones are.")
+           "made, a remote writer's), not past the caches as a table's large ones are. shareable_payloads: "
+           "large chunks in the same-host transport's payload arena once one is made (a client's).")
       .def(
           "add",
           [](ChunkStore& store, py::handle key, py::handle data, const std::string& dtype,

@@ -110,6 +110,13 @@ LocalClient::Response CallWith(LocalClient& client, uint32_t method, std::span<c
   return client.Call(method, request.size(), deadline);
 }
 
+// The layout of a request stage_insert wrote: with arena refs on a
+// connection whose server maps the payload arena (see
+// InsertRequestEncoder::TakeMessage).
+LocalClient::Layout StagedLayout(const LocalClient& client) noexcept {
+  return client.arena() != nullptr ? LocalClient::Layout::kDataTailArenaRefs : LocalClient::Layout::kDataTail;
+}
+
 // (payload as bytes, more) of a response.
 py::tuple ResponseTuple(const LocalClient::Response& response) {
   return py::make_tuple(py::bytes(reinterpret_cast<const char*>(response.payload.data()), response.payload.size()),
@@ -122,6 +129,13 @@ void RegisterLocal(py::module_& m) {
   // The frame header's version (tests that write frames by hand use it).
   m.attr("LOCAL_FRAME_VERSION") = local::Frame::kVersion;
   m.attr("LOCAL_CONTROL_BYTES") = local::Doorbell::kControlBytes;
+  m.def(
+      "payload_arena_bytes_in_use",
+      [] {
+        const local::PayloadArena* arena = local::PayloadArena::Existing();
+        return arena != nullptr ? arena->bytes_in_use() : 0;
+      },
+      "Bytes of this process's payload arena that chunks hold now (0 without one).");
   const std::string qualified = "resound._core.LocalStatusError";
   g_local_status_error = PyErr_NewExceptionWithDoc(
       qualified.c_str(), "A local call that ended with a status: args are (code, message), gRPC's codes.",
@@ -185,6 +199,21 @@ refused). `call` and `continue_call` return (response bytes, more).)doc")
       .def_property_readonly("token",
                              [](const LocalClient& client) { return py::bytes(client.token()); })
       .def_property_readonly("broken", &LocalClient::broken)
+      .def(
+          "attach_arena",
+          [](LocalClient& client, size_t arena_bytes, std::optional<double> timeout) {
+            const Deadline deadline = ToDeadline(timeout);
+            return WithoutGil([&] {
+              local::PayloadArena* arena = local::PayloadArena::Process(arena_bytes);
+              return arena != nullptr && client.AttachArena(*arena, deadline);
+            });
+          },
+          py::arg("arena_bytes"), py::arg("timeout") = py::none(),
+          R"doc(Has the server map this process's payload arena (made, of `arena_bytes`,
+by the first call in the process) so that staged inserts name the payloads of
+the large chunks built in it instead of carrying them. False if the process
+has no arena, the server runs as another user, or it refuses one that large.)doc")
+      .def_property_readonly("arena_attached", [](const LocalClient& client) { return client.arena() != nullptr; })
       .def_property_readonly("request_capacity", &LocalClient::request_capacity)
       .def_property_readonly("response_capacity", &LocalClient::response_capacity)
       .def(
@@ -209,14 +238,15 @@ refused). `call` and `continue_call` return (response bytes, more).)doc")
             // this call and around every other use of the encoder.
             return WithoutGil([&] {
               size_t staged = 0;
-              encoder.TakeMessage(
+              std::vector<std::shared_ptr<const Chunk>> named = encoder.TakeMessage(
                   max_items, max_bytes,
                   [&client, &staged](size_t size) {
                     if (size > client.request_capacity()) GrowRequestRegion(client, size, Deadline::Never());
                     staged = size;
                     return reinterpret_cast<char*>(client.request_buffer());
                   },
-                  /*data_tail=*/true);
+                  /*data_tail=*/true, client.arena());
+              if (!named.empty()) client.HoldUntilAnswered({named.begin(), named.end()});
               return staged;
             });
           },
@@ -231,7 +261,7 @@ returns its size.)doc")
             if (size > client.request_capacity()) throw py::value_error("size: more than the staged request holds");
             const Deadline deadline = ToDeadline(timeout);
             const LocalClient::Response response = WithoutGil(
-                [&] { return client.Call(method, size, deadline, {}, LocalClient::Layout::kDataTail); });
+                [&] { return client.Call(method, size, deadline, {}, StagedLayout(client)); });
             return ResponseTuple(response);
           },
           py::arg("method"), py::arg("size"), py::arg("timeout") = py::none(),
@@ -242,7 +272,7 @@ returns its size.)doc")
           // one request in flight never blocks, and releasing and taking the
           // GIL back costs more (~15 us measured) than the send itself.
           [](LocalClient& client, uint32_t method, size_t size, bool data_tail) {
-            client.Start(method, size, data_tail ? LocalClient::Layout::kDataTail : LocalClient::Layout::kMessage);
+            client.Start(method, size, data_tail ? StagedLayout(client) : LocalClient::Layout::kMessage);
           },
           py::arg("method"), py::arg("size"), py::arg("data_tail") = false,
           "Sends the request of `size` bytes already in the upload region (method 0: the next part of the "

@@ -18,6 +18,7 @@
 #include "resound/errors.h"
 #include "resound/insert_request_encoder.h"
 #include "resound/local/batch_regions.h"
+#include "resound/local/payload_arena.h"
 #include "resound/local/gathered_batch.h"
 #include "resound/local/local_client.h"
 #include "resound/local/local_server.h"
@@ -344,6 +345,94 @@ void InsertsWithADataTail(const std::string& dir) {
   RESOUND_CHECK(client.broken() && fixture.table->Info().current_size == 21);
 }
 
+// Large chunks of a client store with shareable payloads are built in the
+// process's payload arena; an insert names them there (arena refs) and the
+// server copies them, byte for byte, beside a small chunk that travels in
+// the data tail. A ref outside the arena is refused before anything is
+// stored, refs on a connection that sent no arena end it, and the arena
+// takes the chunks' blocks back once the client lets go of them.
+void InsertsNamingPayloadsInTheArena(const std::string& dir) {
+  Fixture fixture(dir + "/arena.sock");
+  PayloadArena* arena = PayloadArena::Process(64 << 20);
+  RESOUND_CHECK(arena != nullptr && PayloadArena::Process(1 << 20) == arena);
+  const size_t in_use = arena->bytes_in_use();
+  auto client_store = std::make_shared<ChunkStore>(ChunkStore::kDefaultShards, Chunk::PayloadCopy::kCached, true);
+  const auto make = [&](uint64_t key, int64_t steps) {
+    ChunkMetadata metadata;
+    metadata.key = key;
+    metadata.dtype = DType::Parse("<f4");
+    metadata.step_shape = {kWidth};
+    metadata.num_steps = steps;
+    metadata.end_step = steps - 1;
+    metadata.uncompressed_size = Chunk::RawSize(metadata);
+    std::vector<std::byte> payload(static_cast<size_t>(metadata.uncompressed_size));
+    for (size_t i = 0; i < payload.size(); ++i) payload[i] = PayloadByte(key, i);
+    return client_store->Insert(metadata, payload);
+  };
+  std::shared_ptr<const Chunk> large = make(700, 400);  // 160 KB: in the arena
+  std::shared_ptr<const Chunk> small = make(701, 4);    // 1.6 KB: in the data tail
+  RESOUND_CHECK(arena->OffsetOf(large->data(), large->data_size()).has_value());
+  RESOUND_CHECK(!arena->OffsetOf(small->data(), small->data_size()).has_value());
+  RESOUND_CHECK(arena->bytes_in_use() > in_use);
+
+  LocalClient client(fixture.server->path(), 1 << 20, 1 << 12, Soon());
+  RESOUND_CHECK(client.AttachArena(*arena, Soon()) && client.arena() == arena);
+  auto encoder = std::make_unique<InsertRequestEncoder>(client_store);
+  encoder->Add("t", 700, 1.0, {{{{700, 0, 2}}, false}, {{{701, 1, 1}}, true}});
+  size_t size = 0;
+  const auto stage = [&](size_t bytes) {
+    size = bytes;
+    return reinterpret_cast<char*>(client.request_buffer());
+  };
+  std::vector<std::shared_ptr<const Chunk>> named = encoder->TakeMessage(10, 1 << 20, stage, true, arena);
+  RESOUND_CHECK(named.size() == 1 && named[0] == large);
+  RESOUND_CHECK(size < large->data_size());  // the large payload is named, not carried
+  client.HoldUntilAnswered({named.begin(), named.end()});
+  const auto answer = client.Call(kInsert, size, Soon(), {}, LocalClient::Layout::kDataTailArenaRefs);
+  ProtoReader confirmed({reinterpret_cast<const uint8_t*>(answer.payload.data()), answer.payload.size()},
+                        "InsertResponse");
+  std::vector<uint64_t> keys;
+  while (confirmed.Next()) confirmed.AppendVarints(keys);
+  RESOUND_CHECK(keys == std::vector<uint64_t>{700});
+  for (const auto& sent : {large, small}) {
+    const auto stored = fixture.store->Find(sent->key());
+    RESOUND_CHECK(stored && stored.get() != sent.get() && stored->data_size() == sent->data_size() &&
+                  std::memcmp(stored->data(), sent->data(), sent->data_size()) == 0);
+    RESOUND_CHECK(!arena->OffsetOf(stored->data(), stored->data_size()));  // the server's own copy
+  }
+  const int64_t items = fixture.table->Info().current_size;
+
+  // A hand-made message whose ref points past the arena's end: refused,
+  // nothing stored, the connection goes on.
+  std::shared_ptr<const Chunk> third = make(702, 400);
+  encoder->Add("t", 702, 1.0, {{{{702, 0, 1}}, false}});
+  named = encoder->TakeMessage(10, 1 << 20, stage, true, arena);
+  RESOUND_CHECK(named.size() == 1);
+  uint64_t head = 0;
+  std::memcpy(&head, client.request_buffer(), sizeof head);
+  const uint64_t outside = arena->size() - 1000;
+  std::memcpy(client.request_buffer() + sizeof head + head, &outside, sizeof outside);
+  RESOUND_CHECK(Throws<StatusError>(
+      [&] { client.Call(kInsert, size, Soon(), {}, LocalClient::Layout::kDataTailArenaRefs); }));
+  RESOUND_CHECK(!client.broken() && !fixture.store->Find(702) && fixture.table->Info().current_size == items);
+
+  // Arena refs from a connection that sent no arena: the connection ends.
+  LocalClient plain(fixture.server->path(), 1 << 20, 1 << 12, Soon());
+  std::memcpy(plain.request_buffer(), client.request_buffer(), size);
+  RESOUND_CHECK(Throws<StatusError>(
+      [&] { plain.Call(kInsert, size, Soon(), {}, LocalClient::Layout::kDataTailArenaRefs); }));
+  RESOUND_CHECK(plain.broken() && !fixture.store->Find(702));
+
+  // Answered (or refused) calls let go of what they held: once the client's
+  // handles go too, so do the arena's blocks.
+  encoder.reset();
+  named.clear();
+  large.reset();
+  small.reset();
+  third.reset();
+  RESOUND_CHECK(arena->bytes_in_use() == in_use);
+}
+
 // client.insert's one-step request: its items go into both tables, their
 // chunks hold the bytes sent, and the connection's session lets the chunks
 // go in the same message (a reset then frees them); a field whose bytes do
@@ -427,6 +516,7 @@ int main() {
   resound::local::MutatePrioritiesInCpp(dir);
   resound::local::InsertsWithADataTail(dir);
   resound::local::StepInsertsLeaveNothingInTheSession(dir);
+  resound::local::InsertsNamingPayloadsInTheArena(dir);
   resound::local::RegionsGrowOnlyUpToTheLimit(dir);
   resound::local::ManyClientsAtOnce(dir);
   ::rmdir(dir.c_str());

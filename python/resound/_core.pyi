@@ -17,6 +17,9 @@ HAS_LOCAL_TRANSPORT: bool
 LOCAL_FRAME_VERSION: int
 # Bytes of a local connection's region before its payloads (its doorbell's control page).
 LOCAL_CONTROL_BYTES: int
+
+def payload_arena_bytes_in_use() -> int: ...
+
 # The sides of a table's wake signal (Table.arm_wake, take_wakes): bit flags.
 WAKE_INSERTS: int
 WAKE_SAMPLES: int
@@ -60,7 +63,9 @@ class Chunk:
     def __buffer__(self, flags: int, /) -> memoryview: ...
 
 class ChunkStore:
-    def __init__(self, num_shards: int = 16, cached_payloads: bool = False) -> None: ...
+    def __init__(
+        self, num_shards: int = 16, cached_payloads: bool = False, shareable_payloads: bool = False
+    ) -> None: ...
     def add(
         self,
         key: SupportsIndex,
@@ -142,6 +147,9 @@ class LocalClient:
     def token(self) -> bytes: ...
     @property
     def broken(self) -> bool: ...
+    def attach_arena(self, arena_bytes: int, timeout: float | None = None) -> bool: ...
+    @property
+    def arena_attached(self) -> bool: ...
     @property
     def request_capacity(self) -> int: ...
     @property

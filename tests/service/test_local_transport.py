@@ -8,6 +8,7 @@ from __future__ import annotations
 import array
 import contextlib
 import fcntl
+import gc
 import os
 import random
 import signal
@@ -215,6 +216,38 @@ def test_client_inserts_leave_nothing_in_the_session_of_their_connection():
         server.stop()
 
 
+def test_large_chunks_reach_the_server_through_the_payload_arena():
+    # A writer's chunks of 64 KB and more are built in the process's payload
+    # arena, which the server maps: inserts name them there (the server
+    # copies them once, into its own store) and every byte arrives; the
+    # arena's blocks go back once the writer lets go of its chunks.
+    server = resound.Server([resound.Table.queue("queue", 10)])
+    try:
+        client = resound.Client(f"127.0.0.1:{server.port}", transport="local")
+        before = _core.payload_arena_bytes_in_use()
+        steps = [np.arange(40_000, dtype=np.float32) + 1_000_000 * step for step in range(6)]
+        with client.trajectory_writer(num_keep_alive_refs=2) as writer:
+            for step in steps:
+                writer.append({"obs": step})
+                writer.create_item("queue", 1.0, {"obs": writer.history["obs"][-1]})
+            # The last two steps' chunks (160 KB each) are kept for the items to come.
+            assert _core.payload_arena_bytes_in_use() >= before + 2 * steps[0].nbytes
+            writer.flush()
+        # (The writer keeps its history's chunks while it lives, and it is
+        # part of a reference cycle: collected by the cycle collector.)
+        del writer
+        gc.collect()
+        connections = chosen(client)._local_connections()
+        idle = list(connections._idle)
+        assert idle and all(connection.arena_attached for connection in idle)
+        sampled = client.sample_batch("queue", 6)  # each item once, in order
+        assert np.array_equal(sampled.data[0], np.stack(steps))
+        assert _core.payload_arena_bytes_in_use() == before
+        client.close()
+    finally:
+        server.stop()
+
+
 def test_a_client_killed_mid_insert_leaves_no_connection_behind():
     server = resound.Server([replay()])
     try:
@@ -318,6 +351,9 @@ def test_random_frames_leave_the_tables_intact():
                     for _, _, data in fds:  # the server's region: not needed
                         for fd in array.array("i", data):
                             os.close(fd)
+                    if trial % 3 == 1:  # the region again, as a payload arena (of some size)
+                        arena_bytes = rng.choice([_CONTROL + 4096, 0, 4096, 2**40])
+                        send(sock, frame(8, length=8) + struct.pack("<Q", arena_bytes), [region])
                 # The payloads' head: a data tail's message size, and bytes.
                 size = rng.choice([0, 8, 150, 4000, 2**63])
                 os.pwrite(region, struct.pack("<Q", size) + rng.randbytes(200), _CONTROL)
@@ -326,7 +362,7 @@ def test_random_frames_leave_the_tables_intact():
                 rung = frame(
                     rng.choice([3, 4, 6, 7]),
                     method=rng.choice([0, 1, 2, 4, 11, 99]),
-                    flags=rng.choice([0, 1, 4, 5, 8]),
+                    flags=rng.choice([0, 1, 4, 5, 8, 16, 21]),
                     offset=rng.choice([0, 4000]),
                     length=rng.choice([0, 16, 200, 5000]),
                 )
@@ -334,9 +370,9 @@ def test_random_frames_leave_the_tables_intact():
                 os.pwrite(region, struct.pack("<Q", count) + rung, 0)
                 data = bytearray(
                     frame(
-                        rng.choice([1, 2, 3, 4, 5, 7, 9]),
+                        rng.choice([1, 2, 3, 4, 5, 7, 8, 9]),
                         method=rng.choice([0, 1, 2, 3, 4, 6, 11, 99]),
-                        flags=rng.choice([0, 1, 2, 3, 4, 5, 8, 9, 16]),
+                        flags=rng.choice([0, 1, 2, 3, 4, 5, 8, 9, 16, 20, 21, 32]),
                         offset=rng.choice([0, 4000, 2**63]),
                         length=rng.choice([0, 16, 200, 5000, 2**40]),
                     )

@@ -32,12 +32,12 @@ Frame Frame::Decode(std::span<const std::byte> message) {
   }
   Frame frame;
   frame.kind = GetField<uint16_t>(p, 6);
-  if (frame.kind < kHello || frame.kind > kWake) {
+  if (frame.kind < kHello || frame.kind > kArena) {
     throw InvalidArgumentError("local frame: unknown kind " + std::to_string(frame.kind));
   }
   frame.method = GetField<uint32_t>(p, 8);
   frame.flags = GetField<uint32_t>(p, 12);
-  if ((frame.flags & ~static_cast<uint32_t>(kInShared | kLast | kDataTail | kNewRegion)) != 0) {
+  if ((frame.flags & ~static_cast<uint32_t>(kInShared | kLast | kDataTail | kNewRegion | kArenaRefs)) != 0) {
     throw InvalidArgumentError("local frame: unknown flags " + std::to_string(frame.flags));
   }
   frame.request_id = GetField<uint64_t>(p, 16);

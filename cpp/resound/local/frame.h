@@ -18,7 +18,8 @@ namespace resound::local {
 
 struct Frame {
   static constexpr uint32_t kMagic = 0x464c5352;  // "RSLF"
-  static constexpr uint16_t kVersion = 4;  // 2: kDataTail; 3: Doorbell's control pages, kWake; 4: packed mutate
+  // 2: kDataTail; 3: Doorbell's control pages, kWake; 4: packed mutate; 5: kArena, kArenaRefs
+  static constexpr uint16_t kVersion = 5;
   static constexpr size_t kHeaderBytes = 40;
   // Larger payloads go through shared memory (a socket buffer holds ~200 KB).
   static constexpr size_t kMaxInlineBytes = 64 * 1024;
@@ -31,6 +32,7 @@ struct Frame {
     kError = 5,     // server -> client: the call failed; payload u32 code, text
     kRegion = 6,    // client -> server: a larger upload region (fd) for larger requests
     kWake = 7,      // either way: a frame was rung while the receiver slept (see Doorbell)
+    kArena = 8,     // client -> server: the client's payload arena (fd) to map for reading
   };
   enum Flags : uint32_t {
     kInShared = 1,  // the payload is [offset, offset + length) of the sender's region's payload area
@@ -44,6 +46,10 @@ struct Frame {
     // download region, in place of the old one; its payload is in the new
     // one. Sent when one sampled item is larger than the region was.
     kNewRegion = 8,
+    // With kDataTail: the data starts with a table saying where each of the
+    // message's chunks' payloads is, in the data that follows or in the
+    // client's payload arena (wire::WriteWithDataTail).
+    kArenaRefs = 16,
   };
 
   uint16_t kind = 0;
@@ -57,6 +63,7 @@ struct Frame {
   bool last() const noexcept { return (flags & kLast) != 0; }
   bool data_tail() const noexcept { return (flags & kDataTail) != 0; }
   bool new_region() const noexcept { return (flags & kNewRegion) != 0; }
+  bool arena_refs() const noexcept { return (flags & kArenaRefs) != 0; }
 
   // Writes the header into out[0, kHeaderBytes).
   void Encode(std::span<std::byte, kHeaderBytes> out) const noexcept;

@@ -2,11 +2,14 @@
 
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstring>
+#include <iterator>
+#include <mutex>
 #include <system_error>
 #include <utility>
 
@@ -152,9 +155,45 @@ Frame LocalClient::SharedRequest(uint32_t method, size_t size, Layout layout) no
   Frame request;
   request.kind = Frame::kRequest;
   request.method = method;
-  request.flags = Frame::kInShared | (layout == Layout::kDataTail ? Frame::kDataTail : 0u);
+  request.flags = Frame::kInShared;
+  if (layout != Layout::kMessage) request.flags |= Frame::kDataTail;
+  if (layout == Layout::kDataTailArenaRefs) request.flags |= Frame::kArenaRefs;
   request.length = size;
   return request;
+}
+
+LocalClient::~LocalClient() {
+  if (held_.empty()) return;
+  // Dropped before the server answered: it may still be copying these
+  // payloads. Kept for the process's life instead (HoldUntilAnswered).
+  static std::mutex mu;
+  static std::vector<std::shared_ptr<const void>> abandoned;
+  std::lock_guard<std::mutex> lock(mu);
+  abandoned.insert(abandoned.end(), std::make_move_iterator(held_.begin()), std::make_move_iterator(held_.end()));
+}
+
+bool LocalClient::AttachArena(PayloadArena& arena, const Deadline& deadline) {
+  if (arena_ == &arena) return true;
+  if (socket_.Peer().uid != ::geteuid()) return false;
+  Frame frame;
+  frame.kind = Frame::kArena;
+  frame.length = sizeof(uint64_t);
+  std::array<std::byte, sizeof(uint64_t)> size{};
+  const uint64_t value = arena.size();
+  std::memcpy(size.data(), &value, sizeof value);
+  const int fd = arena.fd();
+  try {
+    Send(frame, size, {&fd, 1}, deadline);
+  } catch (const StatusError& error) {
+    if (error.code() == kResourceExhausted) return false;
+    throw;
+  }
+  arena_ = &arena;
+  return true;
+}
+
+void LocalClient::HoldUntilAnswered(std::vector<std::shared_ptr<const void>> handles) {
+  held_.insert(held_.end(), std::make_move_iterator(handles.begin()), std::make_move_iterator(handles.end()));
 }
 
 void LocalClient::GrowRequestRegion(size_t bytes, const Deadline& deadline) {
@@ -277,6 +316,7 @@ std::optional<LocalClient::Response> LocalClient::Await(uint64_t id, const Deadl
     }
     if (!received) {
       broken_ = true;
+      held_.clear();  // the server's end is closed: it reads nothing more
       throw StatusError(kUnavailable, "local connection: the server closed it");
     }
     Frame answer;
@@ -307,11 +347,14 @@ LocalClient::Response LocalClient::Answer(const Frame& answer, std::span<const s
     broken_ = true;
     throw;
   }
-  if (answer.kind == Frame::kError) throw ErrorOf(inline_payload);
-  if (answer.kind != Frame::kResponse) {
+  if (answer.kind != Frame::kResponse && answer.kind != Frame::kError) {
     broken_ = true;
     throw InvalidArgumentError("local call: expected a response frame");
   }
+  // Answered (in full, or its first part): the server read all of the
+  // request, its payloads in the arena included.
+  held_.clear();
+  if (answer.kind == Frame::kError) throw ErrorOf(inline_payload);
   Response response;
   response.more = !answer.last();
   response.payload =

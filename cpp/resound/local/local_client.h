@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -24,6 +25,7 @@
 #include "resound/local/doorbell.h"
 #include "resound/local/frame.h"
 #include "resound/local/local_socket.h"
+#include "resound/local/payload_arena.h"
 #include "resound/local/shared_memory.h"
 
 namespace resound::local {
@@ -37,6 +39,7 @@ class LocalClient {
   LocalClient(const std::string& path, size_t upload_bytes, size_t download_bytes, const Deadline& deadline);
   LocalClient(const LocalClient&) = delete;
   LocalClient& operator=(const LocalClient&) = delete;
+  ~LocalClient();
 
   // What the server sent in its welcome (docs/local-transport.md: the proof
   // that this socket reaches the server that advertised it).
@@ -57,7 +60,9 @@ class LocalClient {
   // How a request's payload is laid out: a message, or a message whose
   // chunk payloads follow it apart (Frame::kDataTail, an insert's:
   // wire::WriteWithDataTail).
-  enum class Layout { kMessage, kDataTail };
+  // kDataTailArenaRefs: a data tail that starts with the table of where the
+  // chunks' payloads are, some in the payload arena (AttachArena).
+  enum class Layout { kMessage, kDataTail, kDataTailArenaRefs };
 
   struct Response {
     std::span<const std::byte> payload;  // in the download region: valid until the next call
@@ -90,6 +95,21 @@ class LocalClient {
   // than request_capacity()); StatusError(kResourceExhausted) if the server
   // allows no region that large (the old one stays).
   void GrowRequestRegion(size_t bytes, const Deadline& deadline);
+
+  // Has the server map `arena` (for reading), so that insert messages may
+  // name payloads in it (Layout::kDataTailArenaRefs) instead of carrying
+  // them. False if the server runs as another user than this process (it
+  // would read whatever the arena holds) or refuses one that large; errors
+  // otherwise as Call's.
+  bool AttachArena(PayloadArena& arena, const Deadline& deadline);
+  // The arena the server maps, or nullptr.
+  const PayloadArena* arena() const noexcept { return arena_; }
+  // Keeps `handles` (the chunks whose payloads the next request names in the
+  // arena) until the server answered it, so that their memory is not reused
+  // while the server may copy from it. A connection dropped before that
+  // (a deadline, a broken frame) never lets them go: a deliberate leak of
+  // that one message's chunks, which no longer knows when it is safe.
+  void HoldUntilAnswered(std::vector<std::shared_ptr<const void>> handles);
 
   // Throws what ended the connection if the server ended it while no call
   // was waiting (its farewell's status, or UNAVAILABLE); returns otherwise.
@@ -143,6 +163,8 @@ class LocalClient {
   SharedMemory upload_;
   SharedMemory download_;
   Doorbell bell_;  // rings in upload_, listens to download_
+  PayloadArena* arena_ = nullptr;
+  std::vector<std::shared_ptr<const void>> held_;  // see HoldUntilAnswered
   std::chrono::nanoseconds spin_ = kDefaultSpin;
   std::string token_;
   MessageBuffer message_;

@@ -37,15 +37,20 @@ bool Readable(int fd) noexcept {
 class LocalConnection::Reply final : public LocalReply {
  public:
   Reply(LocalConnection& connection, uint64_t request_id, int stop_fd, UniqueFd attachment,
-        std::span<const std::byte> data_tail)
+        std::span<const std::byte> data_tail, bool arena_refs)
       : connection_(connection),
         request_id_(request_id),
         stop_fd_(stop_fd),
         attachment_(std::move(attachment)),
-        data_tail_(data_tail) {}
+        data_tail_(data_tail),
+        arena_refs_(arena_refs) {}
 
   UniqueFd TakeAttachment() override { return std::move(attachment_); }
   std::span<const std::byte> data_tail() const noexcept override { return data_tail_; }
+  bool arena_refs() const noexcept override { return arena_refs_; }
+  std::span<const std::byte> arena() const noexcept override {
+    return {connection_.arena_.data(), connection_.arena_.size()};
+  }
 
   std::byte* Allocate(size_t size) override {
     return size <= capacity() ? Doorbell::Payload(connection_.download_) : nullptr;
@@ -78,6 +83,7 @@ class LocalConnection::Reply final : public LocalReply {
   const int stop_fd_;
   UniqueFd attachment_;
   const std::span<const std::byte> data_tail_;
+  const bool arena_refs_;
   bool answered_ = false;
 };
 
@@ -172,14 +178,21 @@ void LocalConnection::Serve(LocalService& service, int stop_fd) {
       inline_payload = std::span<const std::byte>(message_).subspan(Frame::kHeaderBytes);
     }
     spin.Waited(std::chrono::steady_clock::now() - answered_at);
-    if (frame.kind == Frame::kRegion) {
-      ReplaceUpload(frame, fds);
+    if (frame.kind == Frame::kRegion || frame.kind == Frame::kArena) {
+      if (frame.kind == Frame::kRegion) {
+        ReplaceUpload(frame, fds);
+      } else {
+        MapArena(frame, fds);
+      }
       answered_at = std::chrono::steady_clock::now();
       continue;
     }
     if (frame.kind != Frame::kRequest) throw InvalidArgumentError("expected a request frame");
-    if ((frame.flags & ~static_cast<uint32_t>(Frame::kInShared | Frame::kDataTail)) != 0) {
+    if ((frame.flags & ~static_cast<uint32_t>(Frame::kInShared | Frame::kDataTail | Frame::kArenaRefs)) != 0) {
       throw InvalidArgumentError("a request frame with flags only responses carry");
+    }
+    if (frame.arena_refs() && (!frame.data_tail() || arena_.size() == 0)) {
+      throw InvalidArgumentError("a request with arena refs needs a data tail and an arena sent before it");
     }
     // At most one descriptor, with a new call (its batch region).
     if (fds.size() > 1 || (!fds.empty() && frame.method == kContinueMethod)) {
@@ -202,7 +215,8 @@ void LocalConnection::Serve(LocalService& service, int stop_fd) {
       payload = payload.subspan(sizeof(uint64_t), message_bytes);
     }
     request_.assign(payload.begin(), payload.end());
-    Reply reply(*this, frame.request_id, stop_fd, fds.empty() ? UniqueFd() : std::move(fds.front()), data_tail);
+    Reply reply(*this, frame.request_id, stop_fd, fds.empty() ? UniqueFd() : std::move(fds.front()), data_tail,
+                frame.arena_refs());
     try {
       if (frame.method == kContinueMethod) {
         if (!rest_) throw FailedPreconditionError("nothing to continue: the last request is done");
@@ -238,6 +252,24 @@ void LocalConnection::ReplaceUpload(const Frame& frame, std::vector<UniqueFd>& f
   }
   upload_ = SharedMemory::Adopt(std::move(fds.front()), bytes + Doorbell::kControlBytes, false);
   bell_.Listen(upload_);
+  SendResponse(frame.request_id, 0, true);
+}
+
+void LocalConnection::MapArena(const Frame& frame, std::vector<UniqueFd>& fds) {
+  if (frame.in_shared() || frame.length != sizeof(uint64_t) || fds.size() != 1) {
+    throw InvalidArgumentError("an arena frame must carry its size and one descriptor");
+  }
+  const uint64_t bytes = GetField<uint64_t>(message_.data(), Frame::kHeaderBytes);
+  if (bytes == 0 || bytes > limits_.max_arena_bytes) {
+    // Refused: the client copies its payloads into its requests instead.
+    SendError(frame.request_id, kResourceExhausted,
+              "a payload arena of " + std::to_string(bytes) + " bytes is larger than max (" +
+                  std::to_string(limits_.max_arena_bytes) + ")");
+    return;
+  }
+  // Checked (a memfd sealed against resizing, of this size) and mapped for
+  // reading; one arena per connection, a later one in its place.
+  arena_ = SharedMemory::Adopt(std::move(fds.front()), bytes, false);
   SendResponse(frame.request_id, 0, true);
 }
 

@@ -43,6 +43,9 @@ struct ConnectionLimits {
   // to ~63 us per item (its next request comes after ~150 us of its Python).
   std::chrono::nanoseconds spin_floor = std::chrono::microseconds(100);
   std::chrono::nanoseconds spin_ceiling = std::chrono::microseconds(1000);
+  // The largest client payload arena a connection maps (for reading: its
+  // pages are the client's memory, this is address space).
+  size_t max_arena_bytes = size_t{4} << 30;
 };
 
 class LocalConnection {
@@ -68,6 +71,8 @@ class LocalConnection {
   void Serve(LocalService& service, int stop_fd);
   // A region frame: the client's larger upload region in place of the old.
   void ReplaceUpload(const Frame& frame, std::vector<UniqueFd>& fds);
+  // An arena frame: the client's payload arena (see PayloadArena).
+  void MapArena(const Frame& frame, std::vector<UniqueFd>& fds);
   void SendError(uint64_t request_id, uint32_t code, const std::string& message) const;
   // Sends the response of `size` bytes in the download region: rung, or
   // over the socket with the region itself after EnlargeDownload.
@@ -80,6 +85,7 @@ class LocalConnection {
   const std::string token_;
   SharedMemory upload_;    // the client's: request payloads
   SharedMemory download_;  // ours: response payloads
+  SharedMemory arena_;     // the client's payload arena, if it sent one
   // After EnlargeDownload, until download_ is sent: the region the client
   // still maps, where the bell rings (and says whether this side sleeps)
   // meanwhile; a client that got only an error since reads its flag there.

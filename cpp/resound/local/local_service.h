@@ -51,6 +51,12 @@ class LocalReply {
   // Handle, and reads nothing else from them: nothing it checked is read
   // from there.
   virtual std::span<const std::byte> data_tail() const noexcept { return {}; }
+  // Whether the data tail starts with the table of where its chunks'
+  // payloads are (Frame::kArenaRefs), some of them in the client's payload
+  // arena(): memory the client may change at any time too, copied out as
+  // the data tail is.
+  virtual bool arena_refs() const noexcept { return false; }
+  virtual std::span<const std::byte> arena() const noexcept { return {}; }
 };
 
 // One connection's state in the service (an insert stream's chunks, say):

@@ -366,14 +366,22 @@ class ReplayLocalService::Session final : public LocalSession {
  private:
   void Insert(std::span<const std::byte> raw, LocalReply& reply) {
     InsertRequestMessage message = ReadInsertRequest(AsUint8(raw));
-    if (const std::span<const std::byte> tail = reply.data_tail(); !tail.empty()) {
-      // The chunks' payloads, left in the client's region: copied once,
-      // into the chunk store (MakeChunks checks their sizes against the
-      // message's own copy of the chunks' metadata).
+    // Where each chunk's payload is, with arena refs (some in the client's
+    // payload arena, the others in the data tail); else back to back in
+    // chunk_data.
+    std::vector<std::span<const std::byte>> payloads;
+    if (const std::span<const std::byte> tail = reply.data_tail(); !tail.empty() || reply.arena_refs()) {
+      // The chunks' payloads, left in the client's region (or arena):
+      // copied once, into the chunk store (MakeChunks checks their sizes
+      // against the message's own copy of the chunks' metadata).
       if (!message.chunk_data.empty()) {
         throw InvalidArgumentError("an InsertRequest with a data tail must not carry chunk_data as well");
       }
-      message.chunk_data = tail;
+      if (reply.arena_refs()) {
+        payloads = wire::PayloadsWithArenaRefs(message.chunks.data_sizes, tail, reply.arena());
+      } else {
+        message.chunk_data = tail;
+      }
     }
     ChunkStore& store = *service_.store_;
     if (service_.max_bytes_) {
@@ -393,7 +401,9 @@ class ReplayLocalService::Session final : public LocalSession {
                               "raise max_bytes)");
       }
     }
-    if (!message.chunks.keys.empty() || !message.chunk_data.empty()) {
+    if (reply.arena_refs()) {
+      for (auto& chunk : wire::MakeChunks(message.chunks, payloads, store)) holder_.Hold(std::move(chunk));
+    } else if (!message.chunks.keys.empty() || !message.chunk_data.empty()) {
       for (auto& chunk : wire::MakeChunks(message.chunks, message.chunk_data, store)) holder_.Hold(std::move(chunk));
     }
     message.chunk_data = {};  // it points into the request, which the next one overwrites

@@ -25,6 +25,12 @@ __all__ = ["CONNECT_SECONDS", "LocalConnections", "LocalRpcError", "call_once", 
 # this comes in parts (one item larger than it, through a larger region).
 _REGION_BYTES = 64 << 20
 _IDLE_CONNECTIONS = 8
+# The process's payload arena (address space; pages cost memory once
+# written): its writers' chunks of 64 KB and more are built there, and the
+# server copies them straight out of it instead of out of a copy of them in
+# the connection's region (one copy of a 400 KB step fewer). Chunks beyond
+# it are made in ordinary memory and copied, as before.
+_PAYLOAD_ARENA_BYTES = 1 << 30
 CONNECT_SECONDS = 5.0
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
 
@@ -99,6 +105,12 @@ class LocalConnections:
                 grpc.StatusCode.UNAVAILABLE,
                 f"the socket {self.path} belongs to another server than the one that advertised it",
             )
+        try:
+            client.attach_arena(_PAYLOAD_ARENA_BYTES, CONNECT_SECONDS)
+        except BaseException as error:
+            client.shutdown()
+            self.lost = True
+            raise rpc_error(error) from None
         return client
 
     def give_back(self, client: Any) -> None:

@@ -81,8 +81,9 @@ _DISK_ERRORS = (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.FAILED_PRECO
 # The chunks remote clients' writers build, apart from the tables' store
 # (resound.table.shared_chunk_store; see RemoteTransport.__init__). Their
 # payloads are copied in with ordinary stores: the send reads them back at
-# once, from the cache.
-_CLIENT_CHUNK_STORE = _core.ChunkStore(cached_payloads=True)
+# once, from the cache. Large ones are built in the same-host transport's
+# payload arena once a local connection made it (see local_connections).
+_CLIENT_CHUNK_STORE = _core.ChunkStore(cached_payloads=True, shareable_payloads=True)
 
 
 def client_chunk_store() -> _core.ChunkStore:
