@@ -174,7 +174,7 @@ LocalClient::~LocalClient() {
 
 bool LocalClient::AttachArena(PayloadArena& arena, const Deadline& deadline) {
   if (arena_ == &arena) return true;
-  if (socket_.Peer().uid != ::geteuid()) return false;
+  if (!arena.MadeHere() || socket_.Peer().uid != ::geteuid()) return false;
   Frame frame;
   frame.kind = Frame::kArena;
   frame.length = sizeof(uint64_t);

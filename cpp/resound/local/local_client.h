@@ -99,8 +99,9 @@ class LocalClient {
   // Has the server map `arena` (for reading), so that insert messages may
   // name payloads in it (Layout::kDataTailArenaRefs) instead of carrying
   // them. False if the server runs as another user than this process (it
-  // would read whatever the arena holds) or refuses one that large; errors
-  // otherwise as Call's.
+  // would read whatever the arena holds), in a child that inherited the
+  // arena, or if the server refuses one that large; errors otherwise as
+  // Call's.
   bool AttachArena(PayloadArena& arena, const Deadline& deadline);
   // The arena the server maps, or nullptr.
   const PayloadArena* arena() const noexcept { return arena_; }

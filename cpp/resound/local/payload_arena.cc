@@ -1,6 +1,9 @@
 #include "resound/local/payload_arena.h"
 
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include <iterator>
 #include <memory>
@@ -41,10 +44,10 @@ PayloadArena::PayloadArena(size_t bytes)
   free_.emplace(0, memory_.size() / kGranularity * kGranularity);
 }
 
-bool PayloadArena::Mine() const noexcept { return ::getpid() == owner_; }
+bool PayloadArena::MadeHere() const noexcept { return ::getpid() == owner_; }
 
 void* PayloadArena::Allocate(size_t bytes) noexcept {
-  if (bytes == 0 || bytes > memory_.size() || !Mine()) return nullptr;
+  if (bytes == 0 || bytes > memory_.size() || !MadeHere()) return nullptr;
   const size_t rounded = (bytes + kGranularity - 1) / kGranularity * kGranularity;
   std::lock_guard<std::mutex> lock(mu_);
   // First fit: blocks are reused from the start of the arena, which keeps
@@ -56,6 +59,7 @@ void* PayloadArena::Allocate(size_t bytes) noexcept {
     free_.erase(it);
     if (left > 0) free_.emplace(offset + rounded, left);
     in_use_ += rounded;
+    resident_end_ = std::max(resident_end_, offset + rounded);
     return memory_.data() + offset;
   }
   return nullptr;
@@ -63,7 +67,7 @@ void* PayloadArena::Allocate(size_t bytes) noexcept {
 
 void PayloadArena::Free(void* block, size_t bytes) noexcept {
   // A child's inherited blocks are its parent's to reuse, not its own.
-  if (!Mine()) return;
+  if (!MadeHere()) return;
   const size_t rounded = (bytes + kGranularity - 1) / kGranularity * kGranularity;
   size_t offset = static_cast<size_t>(static_cast<std::byte*>(block) - memory_.data());
   size_t length = rounded;
@@ -78,10 +82,26 @@ void PayloadArena::Free(void* block, size_t bytes) noexcept {
     const auto previous = std::prev(next);
     if (previous->first + previous->second == offset) {
       previous->second += length;
+      offset = previous->first;
+      length = previous->second;
+      if (offset + length == memory_.size()) TrimTailLocked(offset);
       return;
     }
   }
   free_.emplace_hint(next, offset, length);
+  if (offset + length == memory_.size()) TrimTailLocked(offset);
+}
+
+void PayloadArena::TrimTailLocked(size_t from) noexcept {
+  if (resident_end_ <= from || resident_end_ - from <= 2 * kKeptFreeBytes) return;
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t keep_until = (from + kKeptFreeBytes + page - 1) / page * page;
+  // Its pages go back to the system (a memfd's pages are freed by punching
+  // them out; the size stays, sealed); they read as zeros if used again.
+  if (::fallocate(memory_.fd(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(keep_until),
+                  static_cast<off_t>(resident_end_ - keep_until)) == 0) {
+    resident_end_ = keep_until;
+  }
 }
 
 bool PayloadArena::Owns(const void* block) const noexcept {
@@ -94,6 +114,11 @@ std::optional<uint64_t> PayloadArena::OffsetOf(const void* data, size_t bytes) c
   const auto offset = static_cast<size_t>(static_cast<const std::byte*>(data) - memory_.data());
   if (bytes > memory_.size() - offset) return std::nullopt;
   return offset;
+}
+
+size_t PayloadArena::resident_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return resident_end_;
 }
 
 size_t PayloadArena::bytes_in_use() const {

@@ -44,6 +44,10 @@ class PayloadArena final : public PayloadBlockSource {
  public:
   // Blocks are handed out in multiples of this (a cache line).
   static constexpr size_t kGranularity = 64;
+  // Free memory at the arena's end that stays mapped for the next blocks
+  // (the rest goes back to the system): a burst of large steps in flight
+  // leaves at most this much behind.
+  static constexpr size_t kKeptFreeBytes = size_t{32} << 20;
 
   // The process's arena of `bytes` (address space: pages cost memory only
   // once written), made and installed as ShareableBlocks' source by the
@@ -66,16 +70,24 @@ class PayloadArena final : public PayloadBlockSource {
   size_t size() const noexcept { return memory_.size(); }
   // Bytes handed out and not yet taken back.
   size_t bytes_in_use() const;
+  // Bytes up to which the arena's pages may be written (resident): past
+  // the last block, at most kKeptFreeBytes more.
+  size_t resident_bytes() const;
+  // Whether this process made the arena (not a child that inherited it,
+  // whose parent reuses the blocks: a child sends none of it).
+  bool MadeHere() const noexcept;
 
  private:
-  // Whether this process made the arena (not a child that inherited it).
-  bool Mine() const noexcept;
+  // Gives the pages of [from, resident_end_) back if that free tail is more
+  // than twice kKeptFreeBytes, keeping kKeptFreeBytes. With mu_ held.
+  void TrimTailLocked(size_t from) noexcept;
 
   SharedMemory memory_;
   const pid_t owner_;
   mutable std::mutex mu_;
   std::map<size_t, size_t> free_;  // offset -> bytes, disjoint, neighbours merged
   size_t in_use_ = 0;
+  size_t resident_end_ = 0;  // the end of the last block handed out since the last trim, or more
 };
 
 }  // namespace resound::local
