@@ -110,13 +110,6 @@ LocalClient::Response CallWith(LocalClient& client, uint32_t method, std::span<c
   return client.Call(method, request.size(), deadline);
 }
 
-// The layout of a request stage_insert wrote: with arena refs on a
-// connection whose server maps the payload arena (see
-// InsertRequestEncoder::TakeMessage).
-LocalClient::Layout StagedLayout(const LocalClient& client) noexcept {
-  return client.arena() != nullptr ? LocalClient::Layout::kDataTailArenaRefs : LocalClient::Layout::kDataTail;
-}
-
 // (payload as bytes, more) of a response.
 py::tuple ResponseTuple(const LocalClient::Response& response) {
   return py::make_tuple(py::bytes(reinterpret_cast<const char*>(response.payload.data()), response.payload.size()),
@@ -246,6 +239,9 @@ has no arena, the server runs as another user, or it refuses one that large.)doc
                     return reinterpret_cast<char*>(client.request_buffer());
                   },
                   /*data_tail=*/true, client.arena());
+              // With arena refs exactly when an arena was passed (the
+              // table is written even if no payload is in it).
+              client.NoteStaged(client.arena() != nullptr);
               if (!named.empty()) client.HoldUntilAnswered({named.begin(), named.end()});
               return staged;
             });
@@ -261,7 +257,7 @@ returns its size.)doc")
             if (size > client.request_capacity()) throw py::value_error("size: more than the staged request holds");
             const Deadline deadline = ToDeadline(timeout);
             const LocalClient::Response response = WithoutGil(
-                [&] { return client.Call(method, size, deadline, {}, StagedLayout(client)); });
+                [&] { return client.Call(method, size, deadline, {}, client.staged_layout()); });
             return ResponseTuple(response);
           },
           py::arg("method"), py::arg("size"), py::arg("timeout") = py::none(),
@@ -272,7 +268,7 @@ returns its size.)doc")
           // one request in flight never blocks, and releasing and taking the
           // GIL back costs more (~15 us measured) than the send itself.
           [](LocalClient& client, uint32_t method, size_t size, bool data_tail) {
-            client.Start(method, size, data_tail ? StagedLayout(client) : LocalClient::Layout::kMessage);
+            client.Start(method, size, data_tail ? client.staged_layout() : LocalClient::Layout::kMessage);
           },
           py::arg("method"), py::arg("size"), py::arg("data_tail") = false,
           "Sends the request of `size` bytes already in the upload region (method 0: the next part of the "

@@ -9,17 +9,26 @@
 
 namespace resound {
 
-class ChunkStore::StoredChunk final : public Chunk {
+class ChunkStore::StoredChunk : public Chunk {
  public:
   // `storage.data` holds Chunk::StorageBytes(metadata, payload.size()) bytes.
   StoredChunk(const StateRef& state, const ChunkMetadata& metadata, std::span<const std::byte> payload,
               const TrailingStorage& storage) noexcept
-      : Chunk(metadata, payload, storage.data, state->copy), state_(state) {
+      : StoredChunk(state, metadata, payload, storage.data) {}
+
+ protected:
+  // The step shape and payload go to `storage` (StorageBytes of them,
+  // 8-aligned, outliving the chunk).
+  StoredChunk(const StateRef& state, const ChunkMetadata& metadata, std::span<const std::byte> payload,
+              std::byte* storage) noexcept
+      : Chunk(metadata, payload, storage, state->copy), state_(state) {
     // Counted for as long as the memory exists, so a rejected duplicate is
     // counted briefly too and the figures always return to their old values.
     state_->memory_bytes.fetch_add(memory_bytes(), std::memory_order_relaxed);
     state_->num_chunks.fetch_add(1, std::memory_order_relaxed);
   }
+
+ public:
   StoredChunk(const StoredChunk&) = delete;
   StoredChunk& operator=(const StoredChunk&) = delete;
 
@@ -40,6 +49,23 @@ class ChunkStore::StoredChunk final : public Chunk {
 
  private:
   StateRef state_;
+};
+
+// A chunk whose step shape and payload lie in a block of the installed
+// PayloadBlockSource (a same-host client's arena), the object and its
+// control block in ordinary memory: reference counts must never be in
+// memory another process shares (a forked child's copies of the handles
+// would count down the parent's).
+class ChunkStore::SharedPayloadChunk final : public StoredChunk {
+ public:
+  SharedPayloadChunk(const StateRef& state, const ChunkMetadata& metadata, std::span<const std::byte> payload,
+                     SharedBlock block) noexcept
+      : StoredChunk(state, metadata, payload, static_cast<std::byte*>(block.data())), block_(std::move(block)) {}
+
+ private:
+  // Freed before ~StoredChunk unregisters the chunk: no handle is left by
+  // then, so nothing can find it and read the payload.
+  SharedBlock block_;
 };
 
 ChunkStore::Shard& ChunkStore::State::ShardFor(uint64_t key) noexcept {
@@ -85,9 +111,15 @@ std::shared_ptr<const Chunk> ChunkStore::Insert(const ChunkMetadata& metadata, s
   // owners let go meanwhile, must be destroyed after the lock is released,
   // since a chunk's destructor takes that lock.
   TrailingStorage storage{Chunk::StorageBytes(metadata, payload.size())};
-  std::shared_ptr<const Chunk> candidate =
-      shareable_payloads_ ? AllocateSharedWithTrailing<StoredChunk, ShareableBlocks>(storage, state_, metadata, payload)
-                          : AllocateSharedWithTrailing<StoredChunk, RecycledBlocks>(storage, state_, metadata, payload);
+  std::shared_ptr<const Chunk> candidate;
+  if (shareable_payloads_ && storage.bytes >= ShareableBlocks::kMinSharedBytes) {
+    if (SharedBlock block = SharedBlock::Allocate(storage.bytes)) {
+      candidate = std::make_shared<SharedPayloadChunk>(state_, metadata, payload, std::move(block));
+    }
+  }
+  if (!candidate) {
+    candidate = AllocateSharedWithTrailing<StoredChunk, RecycledBlocks>(storage, state_, metadata, payload);
+  }
   std::shared_ptr<const Chunk> existing;
   const uint64_t key = metadata.key;
   {

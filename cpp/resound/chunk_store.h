@@ -97,8 +97,10 @@ class ChunkStore {
   };
   // The chunk as the store allocates it: counted in the store's figures
   // while it exists, and unregistered from the index when its last owner
-  // lets go (defined in chunk_store.cc).
+  // lets go; and one whose payload lies in a shareable block (both defined
+  // in chunk_store.cc).
   class StoredChunk;
+  class SharedPayloadChunk;
 
   StateRef state_;
   const bool shareable_payloads_;

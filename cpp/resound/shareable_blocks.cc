@@ -1,9 +1,6 @@
 #include "resound/shareable_blocks.h"
 
 #include <atomic>
-#include <cstring>
-
-#include "resound/block_recycler.h"
 
 namespace resound {
 
@@ -14,37 +11,41 @@ std::atomic<PayloadBlockSource*> installed{nullptr};
 }  // namespace
 
 bool ShareableBlocks::Install(PayloadBlockSource& source) noexcept {
-  // Once: a block's owner is told apart by address (Deallocate), which a
-  // second source would make ambiguous for the first one's blocks.
+  // Once: a process has one arena, which every connection is told of.
   PayloadBlockSource* none = nullptr;
   return installed.compare_exchange_strong(none, &source, std::memory_order_acq_rel);
 }
 
 PayloadBlockSource* ShareableBlocks::Installed() noexcept { return installed.load(std::memory_order_acquire); }
 
-void* ShareableBlocks::Allocate(size_t bytes) {
-  const size_t total = bytes + kHeader;
-  std::byte* block = nullptr;
-  if (total >= kMinSharedBytes) {
-    if (PayloadBlockSource* source = Installed()) block = static_cast<std::byte*>(source->Allocate(total));
-  }
-  if (block == nullptr) block = static_cast<std::byte*>(BlockRecycler::Allocate(total));
-  std::memcpy(block, &total, sizeof total);
-  return block + kHeader;
+SharedBlock SharedBlock::Allocate(size_t bytes) noexcept {
+  PayloadBlockSource* const source = ShareableBlocks::Installed();
+  if (source == nullptr) return {};
+  void* const data = source->Allocate(bytes);
+  if (data == nullptr) return {};
+  return {source, data, bytes};
 }
 
-void ShareableBlocks::Deallocate(void* data) noexcept {
-  std::byte* const block = static_cast<std::byte*>(data) - kHeader;
-  size_t total = 0;
-  std::memcpy(&total, block, sizeof total);
-  // The source, once installed, stays for the process's life (Install): a
-  // block it owns is one it made.
-  PayloadBlockSource* const source = Installed();
-  if (source != nullptr && source->Owns(block)) {
-    source->Free(block, total);
-  } else {
-    BlockRecycler::Deallocate(block, total);
+SharedBlock::SharedBlock(SharedBlock&& other) noexcept
+    : source_(std::exchange(other.source_, nullptr)),
+      data_(std::exchange(other.data_, nullptr)),
+      bytes_(std::exchange(other.bytes_, 0)) {}
+
+SharedBlock& SharedBlock::operator=(SharedBlock&& other) noexcept {
+  if (this != &other) {
+    Release();
+    source_ = std::exchange(other.source_, nullptr);
+    data_ = std::exchange(other.data_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
   }
+  return *this;
+}
+
+SharedBlock::~SharedBlock() { Release(); }
+
+void SharedBlock::Release() noexcept {
+  if (data_ != nullptr) source_->Free(data_, bytes_);
+  data_ = nullptr;
 }
 
 }  // namespace resound

@@ -11,14 +11,16 @@
 //
 // The core knows nothing of shared memory: a transport installs its source
 // once, and stores made with shareable payloads (ChunkStore's option, the
-// client's) take their large chunks' blocks from it, while there is room.
-// Every other block comes from BlockRecycler, as a table's chunks do.
+// client's) take their large chunks' payload blocks from it, while there is
+// room. Only the payload (and the step shape before it): the chunk object and
+// its reference counts stay in the process's own memory.
 #ifndef RESOUND_SHAREABLE_BLOCKS_H_
 #define RESOUND_SHAREABLE_BLOCKS_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <utility>
 
 namespace resound {
 
@@ -31,34 +33,54 @@ class PayloadBlockSource {
   virtual void* Allocate(size_t bytes) noexcept = 0;
   // Takes back a block of Allocate(bytes).
   virtual void Free(void* block, size_t bytes) noexcept = 0;
-  // Whether `block` lies in this source's memory (allocated here or not).
-  virtual bool Owns(const void* block) const noexcept = 0;
   // Where [data, data + bytes) lies in this source's memory, as an offset
   // from its start; nullopt unless it lies wholly inside.
   virtual std::optional<uint64_t> OffsetOf(const void* data, size_t bytes) const noexcept = 0;
 };
 
-// The TrailingAllocator block policy (see trailing_allocator.h) of chunks
-// in a store with shareable payloads: blocks of at least kMinSharedBytes
-// from the installed source while it has room, all others from
-// BlockRecycler. The block's size travels in a header in front of it, as
-// with RecycledBlocks.
-struct ShareableBlocks {
-  static constexpr size_t kHeader = sizeof(size_t);
-  static constexpr size_t kAlignment = kHeader;
+// The process's source of shareable blocks, and the size from which a
+// store with shareable payloads takes its chunks' blocks from it.
+class ShareableBlocks {
+ public:
   // Below this a copy into the upload region costs less than the source's
   // bookkeeping.
   static constexpr size_t kMinSharedBytes = 64 * 1024;
 
+  ShareableBlocks() = delete;
+
   // Makes `source` the process's source for the rest of its life (it must
-  // never be destroyed; stores already made use it too), unless one was
-  // installed before: returns whether this one was.
+  // never be destroyed), unless one was installed before: returns whether
+  // this one was.
   static bool Install(PayloadBlockSource& source) noexcept;
   // The installed source, or nullptr.
   static PayloadBlockSource* Installed() noexcept;
+};
 
-  static void* Allocate(size_t bytes);
-  static void Deallocate(void* data) noexcept;
+// One block of the installed source, given back when this is destroyed.
+class SharedBlock {
+ public:
+  // A block of `bytes` from the installed source; an empty one (false) if
+  // none is installed or it has no room.
+  static SharedBlock Allocate(size_t bytes) noexcept;
+
+  SharedBlock() noexcept = default;
+  SharedBlock(SharedBlock&& other) noexcept;
+  SharedBlock& operator=(SharedBlock&& other) noexcept;
+  SharedBlock(const SharedBlock&) = delete;
+  SharedBlock& operator=(const SharedBlock&) = delete;
+  ~SharedBlock();
+
+  void* data() const noexcept { return data_; }
+  explicit operator bool() const noexcept { return data_ != nullptr; }
+
+ private:
+  SharedBlock(PayloadBlockSource* source, void* data, size_t bytes) noexcept
+      : source_(source), data_(data), bytes_(bytes) {}
+  void Release() noexcept;
+
+  PayloadBlockSource* source_ = nullptr;
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
 };
 
 }  // namespace resound

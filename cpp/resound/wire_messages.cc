@@ -136,10 +136,15 @@ std::vector<const Chunk*> WriteWithDataTail(const ProtoWriter& message, const st
   return in_arena;
 }
 
-std::vector<std::span<const std::byte>> PayloadsWithArenaRefs(const std::vector<int64_t>& data_sizes,
+std::vector<std::span<const std::byte>> PayloadsWithArenaRefs(const std::vector<uint64_t>& keys,
+                                                              const std::vector<int64_t>& data_sizes,
                                                               std::span<const std::byte> data,
-                                                              std::span<const std::byte> arena) {
+                                                              std::span<const std::byte> arena, uint64_t max_bytes) {
   const size_t count = data_sizes.size();
+  if (keys.size() != count) {
+    throw InvalidArgumentError("data_sizes has " + std::to_string(count) + " entries; keys has " +
+                               std::to_string(keys.size()));
+  }
   if (count > data.size() / sizeof(uint64_t)) {
     throw InvalidArgumentError("the data's arena table must hold one entry per chunk (" + std::to_string(count) +
                                "), it has room for " + std::to_string(data.size() / sizeof(uint64_t)));
@@ -149,23 +154,29 @@ std::vector<std::span<const std::byte>> PayloadsWithArenaRefs(const std::vector<
   // The table is read once, value by value, into what is kept: the client
   // may rewrite it meanwhile, and nothing checked is read twice.
   std::span<const std::byte> rest = data.subspan(count * sizeof(uint64_t));
+  uint64_t total = 0;
   for (size_t i = 0; i < count; ++i) {
+    const auto invalid = [&](const std::string& why) {
+      return InvalidArgumentError("chunk " + std::to_string(keys[i]) + " is invalid: " + why);
+    };
     uint64_t ref = 0;
     std::memcpy(&ref, data.data() + i * sizeof(uint64_t), sizeof ref);
     const int64_t size = data_sizes[i];
-    if (size < 0) throw InvalidArgumentError("data_sizes[" + std::to_string(i) + "] is negative");
+    if (size < 0) throw invalid("its data size is negative");
     const auto bytes = static_cast<uint64_t>(size);
+    if (bytes > max_bytes - total) {
+      throw invalid("the message's payloads come to more than " + std::to_string(max_bytes) + " bytes");
+    }
+    total += bytes;
     if (ref == kPayloadInData) {
-      if (bytes > rest.size()) {
-        throw InvalidArgumentError("chunk payload " + std::to_string(i) + " runs past the end of data");
-      }
+      if (bytes > rest.size()) throw invalid("its payload runs past the end of data");
       payloads.push_back(rest.first(bytes));
       rest = rest.subspan(bytes);
     } else {
       if (ref > arena.size() || bytes > arena.size() - ref) {
-        throw InvalidArgumentError("chunk payload " + std::to_string(i) + " at " + std::to_string(ref) + " (" +
-                                   std::to_string(bytes) + " bytes) lies outside the client's payload arena (" +
-                                   std::to_string(arena.size()) + " bytes)");
+        throw invalid("its payload at " + std::to_string(ref) + " (" + std::to_string(bytes) +
+                      " bytes) lies outside the client's payload arena (" + std::to_string(arena.size()) +
+                      " bytes)");
       }
       payloads.push_back(arena.subspan(ref, bytes));
     }
@@ -306,6 +317,11 @@ std::vector<std::shared_ptr<const Chunk>> MakeChunks(const ChunkBatchMessage& ba
                                std::to_string(count) + " chunks");
   }
   for (size_t i = 0; i < count; ++i) {
+    if (batch.data_sizes[i] < 0 || payloads[i].size() != static_cast<uint64_t>(batch.data_sizes[i])) {
+      throw InvalidArgumentError("chunk " + std::to_string(batch.keys[i]) + " is invalid: data_sizes says " +
+                                 std::to_string(batch.data_sizes[i]) + " bytes, its payload has " +
+                                 std::to_string(payloads[i].size()));
+    }
     if (batch.layout_indices[i] >= batch.layouts.size()) {
       throw InvalidArgumentError("chunk " + std::to_string(batch.keys[i]) + " is invalid: layout index " +
                                  std::to_string(batch.layout_indices[i]) + " is not below the " +

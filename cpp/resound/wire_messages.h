@@ -105,12 +105,16 @@ std::vector<const Chunk*> WriteWithDataTail(const ProtoWriter& message, const st
                                             const std::function<char*(size_t)>& allocate,
                                             const PayloadBlockSource* arena = nullptr);
 
-// Where each of `num_chunks` payloads of `data_sizes` bytes lies, read off
-// a data tail with arena refs (see WriteWithDataTail) and the client's
-// `arena`. InvalidArgumentError for a table or payload that does not fit.
-std::vector<std::span<const std::byte>> PayloadsWithArenaRefs(const std::vector<int64_t>& data_sizes,
+// Where the payloads of the chunks `keys`, of `data_sizes` bytes, lie, read
+// off a data tail with arena refs (see WriteWithDataTail) and the client's
+// `arena`. InvalidArgumentError for a table or payload that does not fit,
+// and for payloads of more than `max_bytes` together (what one request may
+// bring: without the bound, a small table naming a large range many times
+// would have the server copy without end).
+std::vector<std::span<const std::byte>> PayloadsWithArenaRefs(const std::vector<uint64_t>& keys,
+                                                              const std::vector<int64_t>& data_sizes,
                                                               std::span<const std::byte> data,
-                                                              std::span<const std::byte> arena);
+                                                              std::span<const std::byte> arena, uint64_t max_bytes);
 
 // The ChunkBatch or Trajectories `reader` holds. InvalidArgumentError names
 // the malformed field.

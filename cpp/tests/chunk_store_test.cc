@@ -8,7 +8,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,6 +18,7 @@
 #include "check.h"
 #include "resound/chunk_store.h"
 #include "resound/errors.h"
+#include "resound/shareable_blocks.h"
 
 namespace resound {
 namespace {
@@ -145,6 +148,58 @@ void ConcurrentSameKeys() {
   std::printf("concurrent same keys: %d collisions\n", collisions.load());
 }
 
+
+// A source of blocks in one buffer, counting what it hands out.
+class BufferSource final : public PayloadBlockSource {
+ public:
+  void* Allocate(size_t bytes) noexcept override {
+    if (bytes > buffer_.size() - used_) return nullptr;
+    void* block = buffer_.data() + used_;
+    used_ += (bytes + 63) / 64 * 64;
+    ++live_;
+    return block;
+  }
+  void Free(void*, size_t) noexcept override { --live_; }
+  std::optional<uint64_t> OffsetOf(const void* data, size_t bytes) const noexcept override {
+    const auto* at = static_cast<const std::byte*>(data);
+    if (at < buffer_.data() || at + bytes > buffer_.data() + buffer_.size()) return std::nullopt;
+    return static_cast<uint64_t>(at - buffer_.data());
+  }
+  bool Holds(const void* data) const noexcept { return OffsetOf(data, 1).has_value(); }
+  int live() const noexcept { return live_; }
+
+ private:
+  std::vector<std::byte> buffer_ = std::vector<std::byte>(1 << 20);
+  size_t used_ = 0;
+  int live_ = 0;
+};
+
+// A store with shareable payloads puts a large chunk's payload (only: not
+// the chunk object with its reference counts) in the installed source, and
+// gives the block back when the chunk goes; small chunks, and every chunk
+// of an ordinary store, stay in ordinary memory.
+void ShareablePayloads() {
+  ChunkStore before(ChunkStore::kDefaultShards, Chunk::PayloadCopy::kCached, true);
+  const auto early = before.Insert(Metadata(1, "<f4", {100'000}, 1), Bytes(400'000, 1));  // no source yet
+  static BufferSource source;
+  RESOUND_CHECK(ShareableBlocks::Install(source) && !ShareableBlocks::Install(source));
+  RESOUND_CHECK(!source.Holds(early->data()));
+
+  ChunkStore shareable(ChunkStore::kDefaultShards, Chunk::PayloadCopy::kCached, true);
+  ChunkStore ordinary;
+  const std::vector<std::byte> payload = Bytes(400'000, 2);
+  auto large = shareable.Insert(Metadata(2, "<f4", {100'000}, 1), payload);
+  const auto small = shareable.Insert(Metadata(3, "<f4", {100}, 1), Bytes(400, 3));
+  const auto other = ordinary.Insert(Metadata(4, "<f4", {100'000}, 1), payload);
+  RESOUND_CHECK(source.Holds(large->data()) && !source.Holds(large.get()) && source.live() == 1);
+  RESOUND_CHECK(std::memcmp(large->data(), payload.data(), payload.size()) == 0);
+  RESOUND_CHECK(large->step_shape().size() == 1 && large->step_shape()[0] == 100'000);
+  RESOUND_CHECK(!source.Holds(small->data()) && !source.Holds(other->data()));
+  RESOUND_CHECK(shareable.Find(2) == large && shareable.memory_bytes() > 400'000);
+  large.reset();
+  RESOUND_CHECK(source.live() == 0 && !shareable.Find(2) && shareable.num_chunks() == 1);
+}
+
 }  // namespace
 }  // namespace resound
 
@@ -153,6 +208,7 @@ int main() {
   resound::DuplicatesAndCollisions();
   resound::Lifetimes();
   resound::ConcurrentSameKeys();
+  resound::ShareablePayloads();
   std::printf("chunk_store_test: OK\n");
   return 0;
 }

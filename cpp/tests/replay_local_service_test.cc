@@ -431,6 +431,24 @@ void InsertsNamingPayloadsInTheArena(const std::string& dir) {
   small.reset();
   third.reset();
   RESOUND_CHECK(arena->bytes_in_use() == in_use);
+
+  // A call this side ends (Shutdown, as a cancelled stream does) keeps what
+  // it named for good: the server may still be copying it.
+  std::shared_ptr<const Chunk> last = make(703, 400);
+  encoder = std::make_unique<InsertRequestEncoder>(client_store);
+  encoder->Add("t", 703, 1.0, {{{{703, 0, 1}}, false}});
+  named = encoder->TakeMessage(10, 1 << 20, stage, true, arena);
+  RESOUND_CHECK(named.size() == 1);
+  client.HoldUntilAnswered({named.begin(), named.end()});
+  named.clear();
+  client.Start(kInsert, size, LocalClient::Layout::kDataTailArenaRefs);
+  client.Shutdown();
+  RESOUND_CHECK(Throws<StatusError>([&] { client.Finish(Soon()); }));
+  encoder.reset();
+  RESOUND_CHECK(last.use_count() == 2);  // this handle and the client's
+  const std::weak_ptr<const Chunk> watched = last;
+  last.reset();
+  RESOUND_CHECK(!watched.expired());
 }
 
 // client.insert's one-step request: its items go into both tables, their

@@ -161,11 +161,10 @@ void ReaderFindsWhatTheWriterWrote() {
   RESOUND_CHECK(Throws<InvalidArgumentError>([&] { FindLengthDelimitedField(Bytes(huge_length.data()), 3); }));
 }
 
-
 // A data tail with arena refs: each chunk's payload from the arena or from
 // the data after the table, in order; a short table, a range outside the
-// arena (also one whose end would wrap), a payload past the data's end and
-// bytes left over are refused.
+// arena (also one whose end would wrap), a payload past the data's end,
+// bytes left over and payloads past what one request may bring are refused.
 void ArenaRefsPointIntoTheArenaOrTheData() {
   std::vector<std::byte> arena(1000);
   for (size_t i = 0; i < arena.size(); ++i) arena[i] = std::byte(i & 0xff);
@@ -176,14 +175,19 @@ void ArenaRefsPointIntoTheArenaOrTheData() {
   };
   constexpr uint64_t kData = wire::kPayloadInData;
   const std::vector<std::byte> good = tail({100, kData, 990}, 5);
-  const auto payloads = wire::PayloadsWithArenaRefs({20, 5, 10}, good, arena);
+  const auto payloads = wire::PayloadsWithArenaRefs({1, 2, 3}, {20, 5, 10}, good, arena, 35);
   RESOUND_CHECK(payloads.size() == 3);
   RESOUND_CHECK(payloads[0].data() == arena.data() + 100 && payloads[0].size() == 20);
   RESOUND_CHECK(payloads[1].data() == good.data() + 24 && payloads[1].size() == 5);
   RESOUND_CHECK(payloads[2].data() == arena.data() + 990 && payloads[2].size() == 10);
-  const auto refused = [&](std::vector<int64_t> sizes, const std::vector<std::byte>& data) {
-    return Throws<InvalidArgumentError>([&] { wire::PayloadsWithArenaRefs(sizes, data, arena); });
+  const auto refused = [&](std::vector<int64_t> sizes, const std::vector<std::byte>& data, uint64_t max = 1 << 20) {
+    const std::vector<uint64_t> keys(sizes.size(), 9);
+    return Throws<InvalidArgumentError>([&] { wire::PayloadsWithArenaRefs(keys, sizes, data, arena, max); });
   };
+  RESOUND_CHECK(refused({20, 5, 10}, good, 34));                      // more than a request may bring
+  RESOUND_CHECK(refused({500, 500}, tail({0, 0}, 0), 999));           // the same range twice counts twice
+  RESOUND_CHECK(Throws<InvalidArgumentError>(
+      [&] { wire::PayloadsWithArenaRefs({1, 2}, {20, 5, 10}, good, arena, 1 << 20); }));  // keys short
   RESOUND_CHECK(refused({20, 5, 10}, tail({100, kData}, 5)));         // table short
   RESOUND_CHECK(refused({20}, tail({995}, 0)));                       // past the arena's end
   RESOUND_CHECK(refused({20}, tail({~uint64_t{0} - 1}, 0)));          // far past it

@@ -143,6 +143,7 @@ void LocalClient::ThrowEnded(const std::string& what) {
 
 void LocalClient::Shutdown() noexcept {
   broken_ = true;
+  shut_down_ = true;  // before the shutdown: a reader that sees its end-of-file sees this
   ::shutdown(socket_.fd(), SHUT_RDWR);
 }
 
@@ -165,11 +166,17 @@ Frame LocalClient::SharedRequest(uint32_t method, size_t size, Layout layout) no
 LocalClient::~LocalClient() {
   if (held_.empty()) return;
   // Dropped before the server answered: it may still be copying these
-  // payloads. Kept for the process's life instead (HoldUntilAnswered).
-  static std::mutex mu;
-  static std::vector<std::shared_ptr<const void>> abandoned;
-  std::lock_guard<std::mutex> lock(mu);
-  abandoned.insert(abandoned.end(), std::make_move_iterator(held_.begin()), std::make_move_iterator(held_.end()));
+  // payloads. Kept for the process's life instead (HoldUntilAnswered):
+  // never destroyed, not even at exit, when a static's destructor would
+  // free them while that server may still read.
+  struct Abandoned {
+    std::mutex mu;
+    std::vector<std::shared_ptr<const void>> chunks;
+  };
+  static Abandoned* const abandoned = std::make_unique<Abandoned>().release();
+  std::lock_guard<std::mutex> lock(abandoned->mu);
+  abandoned->chunks.insert(abandoned->chunks.end(), std::make_move_iterator(held_.begin()),
+                           std::make_move_iterator(held_.end()));
 }
 
 bool LocalClient::AttachArena(PayloadArena& arena, const Deadline& deadline) {
@@ -194,6 +201,12 @@ bool LocalClient::AttachArena(PayloadArena& arena, const Deadline& deadline) {
 
 void LocalClient::HoldUntilAnswered(std::vector<std::shared_ptr<const void>> handles) {
   held_.insert(held_.end(), std::make_move_iterator(handles.begin()), std::make_move_iterator(handles.end()));
+}
+
+void LocalClient::NoteStaged(bool arena_refs) noexcept { staged_arena_refs_ = arena_refs; }
+
+LocalClient::Layout LocalClient::staged_layout() const noexcept {
+  return staged_arena_refs_ ? Layout::kDataTailArenaRefs : Layout::kDataTail;
 }
 
 void LocalClient::GrowRequestRegion(size_t bytes, const Deadline& deadline) {
@@ -316,7 +329,9 @@ std::optional<LocalClient::Response> LocalClient::Await(uint64_t id, const Deadl
     }
     if (!received) {
       broken_ = true;
-      held_.clear();  // the server's end is closed: it reads nothing more
+      // Closed by the server: it reads nothing more. (Not an end of our own
+      // making, Shutdown's: the server may still be copying.)
+      if (!shut_down_) held_.clear();
       throw StatusError(kUnavailable, "local connection: the server closed it");
     }
     Frame answer;

@@ -107,10 +107,16 @@ class LocalClient {
   const PayloadArena* arena() const noexcept { return arena_; }
   // Keeps `handles` (the chunks whose payloads the next request names in the
   // arena) until the server answered it, so that their memory is not reused
-  // while the server may copy from it. A connection dropped before that
-  // (a deadline, a broken frame) never lets them go: a deliberate leak of
-  // that one message's chunks, which no longer knows when it is safe.
+  // while the server may copy from it: an answer, an error frame, or the
+  // server closing the connection lets them go. A connection that this side
+  // drops first (a deadline, Shutdown, a broken frame, destruction) never
+  // does: a deliberate leak of that message's chunks, as it cannot know
+  // when the server is done.
   void HoldUntilAnswered(std::vector<std::shared_ptr<const void>> handles);
+  // Records how the insert message now in the upload region was written
+  // (with arena refs or without), for staged_layout() to send it as.
+  void NoteStaged(bool arena_refs) noexcept;
+  Layout staged_layout() const noexcept;
 
   // Throws what ended the connection if the server ended it while no call
   // was waiting (its farewell's status, or UNAVAILABLE); returns otherwise.
@@ -166,6 +172,8 @@ class LocalClient {
   Doorbell bell_;  // rings in upload_, listens to download_
   PayloadArena* arena_ = nullptr;
   std::vector<std::shared_ptr<const void>> held_;  // see HoldUntilAnswered
+  bool staged_arena_refs_ = false;                 // see NoteStaged
+  std::atomic<bool> shut_down_{false};             // Shutdown was called (from any thread)
   std::chrono::nanoseconds spin_ = kDefaultSpin;
   std::string token_;
   MessageBuffer message_;

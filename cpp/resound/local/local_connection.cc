@@ -51,6 +51,7 @@ class LocalConnection::Reply final : public LocalReply {
   std::span<const std::byte> arena() const noexcept override {
     return {connection_.arena_.data(), connection_.arena_.size()};
   }
+  size_t max_request_bytes() const noexcept override { return connection_.limits_.max_region_bytes; }
 
   std::byte* Allocate(size_t size) override {
     return size <= capacity() ? Doorbell::Payload(connection_.download_) : nullptr;
@@ -260,7 +261,8 @@ void LocalConnection::MapArena(const Frame& frame, std::vector<UniqueFd>& fds) {
     throw InvalidArgumentError("an arena frame must carry its size and one descriptor");
   }
   const uint64_t bytes = GetField<uint64_t>(message_.data(), Frame::kHeaderBytes);
-  if (bytes == 0 || bytes > limits_.max_arena_bytes) {
+  if (bytes == 0) throw InvalidArgumentError("an arena frame of 0 bytes");
+  if (bytes > limits_.max_arena_bytes) {
     // Refused: the client copies its payloads into its requests instead.
     SendError(frame.request_id, kResourceExhausted,
               "a payload arena of " + std::to_string(bytes) + " bytes is larger than max (" +
@@ -268,7 +270,7 @@ void LocalConnection::MapArena(const Frame& frame, std::vector<UniqueFd>& fds) {
     return;
   }
   // Checked (a memfd sealed against resizing, of this size) and mapped for
-  // reading; one arena per connection, a later one in its place.
+  // reading; a later arena takes its place.
   arena_ = SharedMemory::Adopt(std::move(fds.front()), bytes, false);
   SendResponse(frame.request_id, 0, true);
 }

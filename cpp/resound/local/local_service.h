@@ -57,6 +57,9 @@ class LocalReply {
   // the data tail is.
   virtual bool arena_refs() const noexcept { return false; }
   virtual std::span<const std::byte> arena() const noexcept { return {}; }
+  // The most payload bytes one request may bring (the upload region's
+  // limit), which a request naming them in the arena is held to as well.
+  virtual size_t max_request_bytes() const noexcept { return 0; }
 };
 
 // One connection's state in the service (an insert stream's chunks, say):

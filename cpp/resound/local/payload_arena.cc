@@ -1,9 +1,11 @@
 #include "resound/local/payload_arena.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include <iterator>
 #include <memory>
@@ -13,41 +15,49 @@ namespace resound::local {
 namespace {
 
 std::mutex making;
+bool tried = false;  // under `making`
 // Never destroyed: chunks built in it may be freed during the process's
-// exit, after static destructors ran (a deliberate, one-off leak).
-PayloadArena* process_arena = nullptr;
-bool tried = false;
+// exit, after static destructors ran (a deliberate, one-off leak). Read
+// without the lock (a child forked while another thread made it must not
+// wait for that lock).
+std::atomic<PayloadArena*> process_arena{nullptr};
+// False in a child forked after any arena was made (pthread_atfork): its
+// arenas are its parent's.
+std::atomic<bool> made_here{true};
+
+void ForkedChild() noexcept { made_here.store(false, std::memory_order_relaxed); }
 
 }  // namespace
 
 PayloadArena* PayloadArena::Process(size_t bytes) {
+  if (PayloadArena* arena = process_arena.load(std::memory_order_acquire)) return arena;
   std::lock_guard<std::mutex> lock(making);
   if (!tried && bytes > 0) {
     tried = true;
     try {
       auto made = std::make_unique<PayloadArena>(bytes);
-      if (ShareableBlocks::Install(*made)) process_arena = made.release();
+      if (ShareableBlocks::Install(*made)) process_arena.store(made.release(), std::memory_order_release);
     } catch (const std::exception&) {
       // No memfd (or no room for its mapping): writers copy as before.
     }
   }
-  return process_arena;
+  return process_arena.load(std::memory_order_acquire);
 }
 
-PayloadArena* PayloadArena::Existing() {
-  std::lock_guard<std::mutex> lock(making);
-  return process_arena;
-}
+PayloadArena* PayloadArena::Existing() { return process_arena.load(std::memory_order_acquire); }
 
 PayloadArena::PayloadArena(size_t bytes)
-    : memory_(SharedMemory::Create("resound-payload-arena", bytes, false)), owner_(::getpid()) {
-  free_.emplace(0, memory_.size() / kGranularity * kGranularity);
+    : memory_(SharedMemory::Create("resound-payload-arena", bytes, false)),
+      end_(memory_.size() / kGranularity * kGranularity) {
+  static std::once_flag registered;
+  std::call_once(registered, [] { ::pthread_atfork(nullptr, nullptr, ForkedChild); });
+  if (end_ > 0) free_.emplace(0, end_);
 }
 
-bool PayloadArena::MadeHere() const noexcept { return ::getpid() == owner_; }
+bool PayloadArena::MadeHere() const noexcept { return made_here.load(std::memory_order_relaxed); }
 
 void* PayloadArena::Allocate(size_t bytes) noexcept {
-  if (bytes == 0 || bytes > memory_.size() || !MadeHere()) return nullptr;
+  if (bytes == 0 || bytes > end_ || !MadeHere()) return nullptr;
   const size_t rounded = (bytes + kGranularity - 1) / kGranularity * kGranularity;
   std::lock_guard<std::mutex> lock(mu_);
   // First fit: blocks are reused from the start of the arena, which keeps
@@ -84,12 +94,12 @@ void PayloadArena::Free(void* block, size_t bytes) noexcept {
       previous->second += length;
       offset = previous->first;
       length = previous->second;
-      if (offset + length == memory_.size()) TrimTailLocked(offset);
+      if (offset + length == end_) TrimTailLocked(offset);
       return;
     }
   }
   free_.emplace_hint(next, offset, length);
-  if (offset + length == memory_.size()) TrimTailLocked(offset);
+  if (offset + length == end_) TrimTailLocked(offset);
 }
 
 void PayloadArena::TrimTailLocked(size_t from) noexcept {
@@ -110,7 +120,7 @@ bool PayloadArena::Owns(const void* block) const noexcept {
 }
 
 std::optional<uint64_t> PayloadArena::OffsetOf(const void* data, size_t bytes) const noexcept {
-  if (!Owns(data)) return std::nullopt;
+  if (!Owns(data) || !MadeHere()) return std::nullopt;
   const auto offset = static_cast<size_t>(static_cast<const std::byte*>(data) - memory_.data());
   if (bytes > memory_.size() - offset) return std::nullopt;
   return offset;

@@ -23,11 +23,9 @@
 // process builds is readable there, whichever server it is meant for, and
 // a process of the same user is already trusted with this one's memory.
 // After fork() the child's arena hands out nothing (the parent's blocks
-// share the same memory).
+// share the same memory; see MadeHere).
 #ifndef RESOUND_LOCAL_PAYLOAD_ARENA_H_
 #define RESOUND_LOCAL_PAYLOAD_ARENA_H_
-
-#include <sys/types.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -44,9 +42,9 @@ class PayloadArena final : public PayloadBlockSource {
  public:
   // Blocks are handed out in multiples of this (a cache line).
   static constexpr size_t kGranularity = 64;
-  // Free memory at the arena's end that stays mapped for the next blocks
-  // (the rest goes back to the system): a burst of large steps in flight
-  // leaves at most this much behind.
+  // Free memory past the last block that stays written (resident) for the
+  // next blocks: once more than twice this is, the rest goes back to the
+  // system. (Free blocks below a live one stay resident.)
   static constexpr size_t kKeptFreeBytes = size_t{32} << 20;
 
   // The process's arena of `bytes` (address space: pages cost memory only
@@ -63,18 +61,20 @@ class PayloadArena final : public PayloadBlockSource {
 
   void* Allocate(size_t bytes) noexcept override;
   void Free(void* block, size_t bytes) noexcept override;
-  bool Owns(const void* block) const noexcept override;
+  // Whether `block` lies in the arena's memory (handed out or not).
+  bool Owns(const void* block) const noexcept;
   std::optional<uint64_t> OffsetOf(const void* data, size_t bytes) const noexcept override;
 
   int fd() const noexcept { return memory_.fd(); }
   size_t size() const noexcept { return memory_.size(); }
   // Bytes handed out and not yet taken back.
   size_t bytes_in_use() const;
-  // Bytes up to which the arena's pages may be written (resident): past
-  // the last block, at most kKeptFreeBytes more.
+  // Bytes up to which the arena's pages may be written (resident).
   size_t resident_bytes() const;
-  // Whether this process made the arena (not a child that inherited it,
-  // whose parent reuses the blocks: a child sends none of it).
+  // Whether this process made the arena: false in a child that inherited
+  // it, whose parent reuses its blocks (a child hands out, takes back and
+  // names none; its inherited chunks' payloads may change under it, so a
+  // child must not use writers from before the fork).
   bool MadeHere() const noexcept;
 
  private:
@@ -83,7 +83,7 @@ class PayloadArena final : public PayloadBlockSource {
   void TrimTailLocked(size_t from) noexcept;
 
   SharedMemory memory_;
-  const pid_t owner_;
+  const size_t end_;  // the size, rounded down to kGranularity: where blocks end
   mutable std::mutex mu_;
   std::map<size_t, size_t> free_;  // offset -> bytes, disjoint, neighbours merged
   size_t in_use_ = 0;

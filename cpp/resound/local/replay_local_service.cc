@@ -378,7 +378,8 @@ class ReplayLocalService::Session final : public LocalSession {
         throw InvalidArgumentError("an InsertRequest with a data tail must not carry chunk_data as well");
       }
       if (reply.arena_refs()) {
-        payloads = wire::PayloadsWithArenaRefs(message.chunks.data_sizes, tail, reply.arena());
+        payloads = wire::PayloadsWithArenaRefs(message.chunks.keys, message.chunks.data_sizes, tail, reply.arena(),
+                                               reply.max_request_bytes());
       } else {
         message.chunk_data = tail;
       }
