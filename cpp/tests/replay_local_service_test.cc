@@ -42,13 +42,14 @@ Deadline Soon() { return Deadline::AfterSeconds(10); }
 // Payload bytes depend on the key, so every sample's rows can be checked.
 std::byte PayloadByte(uint64_t key, size_t at) { return std::byte((key * 31 + at) & 0xff); }
 
-std::shared_ptr<const Chunk> AddChunk(ChunkStore& store, uint64_t key) {
+// A chunk of `steps` rows of kWidth floats.
+std::shared_ptr<const Chunk> AddChunk(ChunkStore& store, uint64_t key, int64_t steps = kSteps) {
   ChunkMetadata metadata;
   metadata.key = key;
   metadata.dtype = DType::Parse("<f4");
   metadata.step_shape = {kWidth};
-  metadata.num_steps = kSteps;
-  metadata.end_step = kSteps - 1;
+  metadata.num_steps = steps;
+  metadata.end_step = steps - 1;
   metadata.uncompressed_size = Chunk::RawSize(metadata);
   std::vector<std::byte> payload(static_cast<size_t>(metadata.uncompressed_size));
   for (size_t i = 0; i < payload.size(); ++i) payload[i] = PayloadByte(key, i);
@@ -357,18 +358,7 @@ void InsertsNamingPayloadsInTheArena(const std::string& dir) {
   RESOUND_CHECK(arena != nullptr && PayloadArena::Process(1 << 20) == arena);
   const size_t in_use = arena->bytes_in_use();
   auto client_store = std::make_shared<ChunkStore>(ChunkStore::kDefaultShards, Chunk::PayloadCopy::kCached, true);
-  const auto make = [&](uint64_t key, int64_t steps) {
-    ChunkMetadata metadata;
-    metadata.key = key;
-    metadata.dtype = DType::Parse("<f4");
-    metadata.step_shape = {kWidth};
-    metadata.num_steps = steps;
-    metadata.end_step = steps - 1;
-    metadata.uncompressed_size = Chunk::RawSize(metadata);
-    std::vector<std::byte> payload(static_cast<size_t>(metadata.uncompressed_size));
-    for (size_t i = 0; i < payload.size(); ++i) payload[i] = PayloadByte(key, i);
-    return client_store->Insert(metadata, payload);
-  };
+  const auto make = [&](uint64_t key, int64_t steps) { return AddChunk(*client_store, key, steps); };
   std::shared_ptr<const Chunk> large = make(700, 400);  // 160 KB: in the arena
   std::shared_ptr<const Chunk> small = make(701, 4);    // 1.6 KB: in the data tail
   RESOUND_CHECK(arena->OffsetOf(large->data(), large->data_size()).has_value());
