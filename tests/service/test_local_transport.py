@@ -225,7 +225,9 @@ def test_large_chunks_reach_the_server_through_the_payload_arena():
     try:
         client = resound.Client(f"127.0.0.1:{server.port}", transport="local")
         before = _core.payload_arena_bytes_in_use()
-        steps = [np.arange(40_000, dtype=np.float32) + 1_000_000 * step for step in range(6)]
+        steps = [
+            np.arange(40_000, dtype=np.float32) + np.float32(1_000_000 * step) for step in range(6)
+        ]
         with client.trajectory_writer(num_keep_alive_refs=2) as writer:
             for step in steps:
                 writer.append({"obs": step})
