@@ -87,18 +87,13 @@ std::vector<std::shared_ptr<const Chunk>> InsertRequestEncoder::TakeMessage(
     wire::WriteWithPayloads(message, wire::insert_request::kChunkData, new_chunks, allocate);
     return {};
   }
-  const std::vector<const Chunk*> in_arena = wire::WriteWithDataTail(message, new_chunks, allocate, arena);
-  // The handles of those, in the same order (a subsequence of new_chunks).
-  std::vector<std::shared_ptr<const Chunk>> held;
-  held.reserve(in_arena.size());
-  size_t next = 0;
-  for (auto& handle : new_handles) {
-    if (next < in_arena.size() && handle.get() == in_arena[next]) {
-      held.push_back(std::move(handle));
-      ++next;
-    }
+  // The handles of the chunks it named in the arena (new_handles is
+  // new_chunks' twin whenever there is an arena).
+  std::vector<std::shared_ptr<const Chunk>> named;
+  for (const size_t i : wire::WriteWithDataTail(message, new_chunks, allocate, arena)) {
+    named.push_back(std::move(new_handles[i]));
   }
-  return held;
+  return named;
 }
 
 bool InsertRequestEncoder::HasReleasable() const {

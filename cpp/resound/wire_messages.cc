@@ -108,18 +108,22 @@ void WriteWithPayloads(ProtoWriter& message, uint32_t field, const std::vector<c
   CopyPayloads(chunks, out + head.size());
 }
 
-std::vector<const Chunk*> WriteWithDataTail(const ProtoWriter& message, const std::vector<const Chunk*>& chunks,
-                                            const std::function<char*(size_t)>& allocate,
-                                            const PayloadBlockSource* arena) {
-  std::vector<const Chunk*> in_arena;
+std::vector<size_t> WriteWithDataTail(const ProtoWriter& message, const std::vector<const Chunk*>& chunks,
+                                      const std::function<char*(size_t)>& allocate,
+                                      const PayloadBlockSource* arena) {
+  std::vector<size_t> in_arena;
   std::vector<const Chunk*> in_data;
   std::vector<uint64_t> refs;
   if (arena != nullptr) {
     refs.reserve(chunks.size());
-    for (const Chunk* chunk : chunks) {
-      const std::optional<uint64_t> offset = arena->OffsetOf(chunk->data(), chunk->data_size());
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      const std::optional<uint64_t> offset = arena->OffsetOf(chunks[i]->data(), chunks[i]->data_size());
       refs.push_back(offset.value_or(kPayloadInData));
-      (offset ? in_arena : in_data).push_back(chunk);
+      if (offset) {
+        in_arena.push_back(i);
+      } else {
+        in_data.push_back(chunks[i]);
+      }
     }
   }
   const std::vector<const Chunk*>& copied = arena != nullptr ? in_data : chunks;

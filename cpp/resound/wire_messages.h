@@ -98,12 +98,12 @@ void WriteWithPayloads(ProtoWriter& message, uint32_t field, const std::vector<c
 // With an `arena` (local::Frame::kArenaRefs), the data starts with a table
 // of one u64 per chunk: where in the arena its payload is, or
 // kPayloadInData for one that follows (a chunk outside the arena).
-// Returns the chunks whose payloads are in the arena: they must not change
-// until the receiver has copied them.
+// Returns the positions in `chunks` of those whose payloads it named in the
+// arena: they must not change until the receiver has copied them.
 inline constexpr uint64_t kPayloadInData = ~uint64_t{0};
-std::vector<const Chunk*> WriteWithDataTail(const ProtoWriter& message, const std::vector<const Chunk*>& chunks,
-                                            const std::function<char*(size_t)>& allocate,
-                                            const PayloadBlockSource* arena = nullptr);
+std::vector<size_t> WriteWithDataTail(const ProtoWriter& message, const std::vector<const Chunk*>& chunks,
+                                      const std::function<char*(size_t)>& allocate,
+                                      const PayloadBlockSource* arena = nullptr);
 
 // Where the payloads of the chunks `keys`, of `data_sizes` bytes, lie, read
 // off a data tail with arena refs (see WriteWithDataTail) and the client's

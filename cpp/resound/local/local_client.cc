@@ -182,15 +182,8 @@ LocalClient::~LocalClient() {
 bool LocalClient::AttachArena(PayloadArena& arena, const Deadline& deadline) {
   if (arena_ == &arena) return true;
   if (!arena.MadeHere() || socket_.Peer().uid != ::geteuid()) return false;
-  Frame frame;
-  frame.kind = Frame::kArena;
-  frame.length = sizeof(uint64_t);
-  std::array<std::byte, sizeof(uint64_t)> size{};
-  const uint64_t value = arena.size();
-  std::memcpy(size.data(), &value, sizeof value);
-  const int fd = arena.fd();
   try {
-    Send(frame, size, {&fd, 1}, deadline);
+    SendDescriptor(Frame::kArena, arena.size(), arena.fd(), deadline);
   } catch (const StatusError& error) {
     if (error.code() == kResourceExhausted) return false;
     throw;
@@ -211,22 +204,24 @@ LocalClient::Layout LocalClient::staged_layout() const noexcept {
 
 void LocalClient::GrowRequestRegion(size_t bytes, const Deadline& deadline) {
   SharedMemory larger = SharedMemory::Create("resound-local-upload", bytes + Doorbell::kControlBytes, false);
-  Frame frame;
-  frame.kind = Frame::kRegion;
-  frame.length = sizeof(uint64_t);
-  std::array<std::byte, sizeof(uint64_t)> size{};
-  const uint64_t value = bytes;
-  std::memcpy(size.data(), &value, sizeof value);
-  const int fd = larger.fd();
   // Rung in from now on: the server listens to it before it answers.
   bell_.Attach(larger);
   try {
-    Send(frame, size, {&fd, 1}, deadline);
+    SendDescriptor(Frame::kRegion, bytes, larger.fd(), deadline);
   } catch (...) {
     bell_.Attach(upload_);  // refused (or broken): the old region stays
     throw;
   }
   upload_ = std::move(larger);  // (the same mapping: what the bell points at)
+}
+
+void LocalClient::SendDescriptor(Frame::Kind kind, uint64_t bytes, int fd, const Deadline& deadline) {
+  Frame frame;
+  frame.kind = kind;
+  frame.length = sizeof bytes;
+  std::array<std::byte, sizeof bytes> size{};
+  std::memcpy(size.data(), &bytes, sizeof bytes);
+  Send(frame, size, {&fd, 1}, deadline);
 }
 
 class LocalClient::CallGuard {

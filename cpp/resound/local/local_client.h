@@ -141,6 +141,9 @@ class LocalClient {
   // of a farewell frame; false if the connection ended otherwise (closed,
   // or a frame that is neither).
   bool DropWakes();
+  // Sends a frame of `kind` carrying `bytes` (a u64) and the descriptor `fd`
+  // (a region, an arena) and reads its answer.
+  void SendDescriptor(Frame::Kind kind, uint64_t bytes, int fd, const Deadline& deadline);
   // Sends `frame` (with `fds`) and reads the answer to it.
   Response Send(Frame frame, std::span<const std::byte> inline_payload, std::span<const int> fds,
                 const Deadline& deadline);

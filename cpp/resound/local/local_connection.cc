@@ -238,11 +238,16 @@ void LocalConnection::Serve(LocalService& service, int stop_fd) {
   }
 }
 
-void LocalConnection::ReplaceUpload(const Frame& frame, std::vector<UniqueFd>& fds) {
+uint64_t LocalConnection::DescriptorFrameBytes(const Frame& frame, const std::vector<UniqueFd>& fds,
+                                               const char* what) const {
   if (frame.in_shared() || frame.length != sizeof(uint64_t) || fds.size() != 1) {
-    throw InvalidArgumentError("a region frame must carry its size and one descriptor");
+    throw InvalidArgumentError(std::string(what) + " must carry its size and one descriptor");
   }
-  const uint64_t bytes = GetField<uint64_t>(message_.data(), Frame::kHeaderBytes);
+  return GetField<uint64_t>(message_.data(), Frame::kHeaderBytes);
+}
+
+void LocalConnection::ReplaceUpload(const Frame& frame, std::vector<UniqueFd>& fds) {
+  const uint64_t bytes = DescriptorFrameBytes(frame, fds, "a region frame");
   if (bytes == 0 || bytes > limits_.max_region_bytes) {
     // Refused, the connection goes on with its region (the request that
     // needed more is refused with it, as gRPC refuses a message too large).
@@ -257,10 +262,7 @@ void LocalConnection::ReplaceUpload(const Frame& frame, std::vector<UniqueFd>& f
 }
 
 void LocalConnection::MapArena(const Frame& frame, std::vector<UniqueFd>& fds) {
-  if (frame.in_shared() || frame.length != sizeof(uint64_t) || fds.size() != 1) {
-    throw InvalidArgumentError("an arena frame must carry its size and one descriptor");
-  }
-  const uint64_t bytes = GetField<uint64_t>(message_.data(), Frame::kHeaderBytes);
+  const uint64_t bytes = DescriptorFrameBytes(frame, fds, "an arena frame");
   if (bytes == 0) throw InvalidArgumentError("an arena frame of 0 bytes");
   if (bytes > limits_.max_arena_bytes) {
     // Refused: the client copies its payloads into its requests instead.

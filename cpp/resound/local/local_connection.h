@@ -69,6 +69,9 @@ class LocalConnection {
 
   bool Handshake(int stop_fd);
   void Serve(LocalService& service, int stop_fd);
+  // The u64 size a region or arena frame carries inline (`what` names it in
+  // the error: one not so laid out, or without exactly one descriptor).
+  uint64_t DescriptorFrameBytes(const Frame& frame, const std::vector<UniqueFd>& fds, const char* what) const;
   // A region frame: the client's larger upload region in place of the old.
   void ReplaceUpload(const Frame& frame, std::vector<UniqueFd>& fds);
   // An arena frame: the client's payload arena (see PayloadArena).

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <atomic>
-
 #include <iterator>
 #include <memory>
 
@@ -26,6 +25,11 @@ std::atomic<PayloadArena*> process_arena{nullptr};
 std::atomic<bool> made_here{true};
 
 void ForkedChild() noexcept { made_here.store(false, std::memory_order_relaxed); }
+
+// `bytes` rounded up to whole blocks of kGranularity.
+size_t Rounded(size_t bytes) noexcept {
+  return (bytes + PayloadArena::kGranularity - 1) / PayloadArena::kGranularity * PayloadArena::kGranularity;
+}
 
 }  // namespace
 
@@ -58,7 +62,7 @@ bool PayloadArena::MadeHere() const noexcept { return made_here.load(std::memory
 
 void* PayloadArena::Allocate(size_t bytes) noexcept {
   if (bytes == 0 || bytes > end_ || !MadeHere()) return nullptr;
-  const size_t rounded = (bytes + kGranularity - 1) / kGranularity * kGranularity;
+  const size_t rounded = Rounded(bytes);
   std::lock_guard<std::mutex> lock(mu_);
   // First fit: blocks are reused from the start of the arena, which keeps
   // the pages written (the resident part) near what is in use.
@@ -78,7 +82,7 @@ void* PayloadArena::Allocate(size_t bytes) noexcept {
 void PayloadArena::Free(void* block, size_t bytes) noexcept {
   // A child's inherited blocks are its parent's to reuse, not its own.
   if (!MadeHere()) return;
-  const size_t rounded = (bytes + kGranularity - 1) / kGranularity * kGranularity;
+  const size_t rounded = Rounded(bytes);
   size_t offset = static_cast<size_t>(static_cast<std::byte*>(block) - memory_.data());
   size_t length = rounded;
   std::lock_guard<std::mutex> lock(mu_);
@@ -88,17 +92,14 @@ void PayloadArena::Free(void* block, size_t bytes) noexcept {
     length += next->second;
     next = free_.erase(next);
   }
-  if (next != free_.begin()) {
-    const auto previous = std::prev(next);
-    if (previous->first + previous->second == offset) {
-      previous->second += length;
-      offset = previous->first;
-      length = previous->second;
-      if (offset + length == end_) TrimTailLocked(offset);
-      return;
-    }
+  const auto previous = next == free_.begin() ? free_.end() : std::prev(next);
+  if (previous != free_.end() && previous->first + previous->second == offset) {
+    previous->second += length;
+    offset = previous->first;
+    length = previous->second;
+  } else {
+    free_.emplace_hint(next, offset, length);
   }
-  free_.emplace_hint(next, offset, length);
   if (offset + length == end_) TrimTailLocked(offset);
 }
 
