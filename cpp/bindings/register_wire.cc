@@ -315,18 +315,22 @@ The client end of an insert stream: queued items, written into serialized
 InsertRequest messages by the thousand, held until the server confirms them
 (each holds its chunks). Not thread-safe.
 )doc")
-      .def(py::init([](std::shared_ptr<ChunkStore> store) {
-             return std::make_shared<InsertRequestEncoder>(std::move(store));
+      .def(py::init([](std::shared_ptr<ChunkStore> store, size_t max_in_flight_items, int64_t max_in_flight_bytes) {
+             return std::make_shared<InsertRequestEncoder>(std::move(store), max_in_flight_items,
+                                                           max_in_flight_bytes);
            }),
-           py::arg("store"))
+           py::arg("store"), py::arg("max_in_flight_items") = 0, py::arg("max_in_flight_bytes") = 0,
+           "Limits (0: none) for has_room, which add and add_one return.")
       .def(
           "add",
           [](InsertRequestEncoder& encoder, const std::string& table, py::handle key, double priority,
              py::handle trajectory) {
             encoder.Add(table, ToKey(key, "key"), priority, ToTrajectory(trajectory, "trajectory"));
+            return encoder.HasRoom();
           },
           py::arg("table"), py::arg("key"), py::arg("priority"), py::arg("trajectory"),
-          "Queues an item (trajectory as Table.insert takes it); NotFoundError if a chunk is not live.")
+          "Queues an item (trajectory as Table.insert takes it); NotFoundError if a chunk is not live. "
+          "Returns has_room.")
       .def(
           "add_one",
           [](InsertRequestEncoder& encoder, const std::string& table, py::handle key, double priority,
@@ -334,9 +338,11 @@ InsertRequest messages by the thousand, held until the server confirms them
             Trajectory trajectory;
             trajectory.push_back({{{ToKey(chunk_key, "chunk_key"), offset, length}}, squeeze});
             encoder.Add(table, ToKey(key, "key"), priority, std::move(trajectory));
+            return encoder.HasRoom();
           },
           py::arg("table"), py::arg("key"), py::arg("priority"), py::arg("chunk_key"), py::arg("offset"),
-          py::arg("length"), py::arg("squeeze"), "add() of one column of one slice, without the nested lists.")
+          py::arg("length"), py::arg("squeeze"),
+          "add() of one column of one slice, without the nested lists. Returns has_room.")
       .def(
           "take_message",
           [](InsertRequestEncoder& encoder, size_t max_items, size_t max_bytes) {
@@ -361,7 +367,9 @@ InsertRequest messages by the thousand, held until the server confirms them
                              "Whether take_message would release a chunk on the server (one gone from the store).")
       .def_property_readonly("queued", &InsertRequestEncoder::queued)
       .def_property_readonly("unconfirmed", &InsertRequestEncoder::unconfirmed)
-      .def_property_readonly("in_flight_bytes", &InsertRequestEncoder::in_flight_bytes);
+      .def_property_readonly("in_flight_bytes", &InsertRequestEncoder::in_flight_bytes)
+      .def_property_readonly("has_room", &InsertRequestEncoder::HasRoom,
+                             "Whether queued and unconfirmed items stay below both in-flight limits.");
 
   py::class_<ReceivedInsert>(m, "InsertRequest", R"doc(
 A serialized InsertRequest read by the core, as the server handles it. The

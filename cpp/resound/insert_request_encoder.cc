@@ -9,7 +9,11 @@
 
 namespace resound {
 
-InsertRequestEncoder::InsertRequestEncoder(std::shared_ptr<const ChunkStore> store) : store_(std::move(store)) {}
+InsertRequestEncoder::InsertRequestEncoder(std::shared_ptr<const ChunkStore> store, size_t max_in_flight_items,
+                                           int64_t max_in_flight_bytes)
+    : store_(std::move(store)),
+      max_in_flight_items_(max_in_flight_items == 0 ? SIZE_MAX : max_in_flight_items),
+      max_in_flight_bytes_(max_in_flight_bytes <= 0 ? INT64_MAX : max_in_flight_bytes) {}
 
 void InsertRequestEncoder::Add(const std::string& table, uint64_t key, double priority, Trajectory trajectory) {
   Pending pending;

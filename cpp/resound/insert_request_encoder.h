@@ -33,7 +33,10 @@ namespace resound {
 
 class InsertRequestEncoder {
  public:
-  explicit InsertRequestEncoder(std::shared_ptr<const ChunkStore> store);
+  // Room for `max_in_flight_items` queued and unconfirmed items holding
+  // `max_in_flight_bytes` of payload (see HasRoom); 0: no limit.
+  explicit InsertRequestEncoder(std::shared_ptr<const ChunkStore> store, size_t max_in_flight_items = 0,
+                                int64_t max_in_flight_bytes = 0);
   InsertRequestEncoder(const InsertRequestEncoder&) = delete;
   InsertRequestEncoder& operator=(const InsertRequestEncoder&) = delete;
 
@@ -76,6 +79,12 @@ class InsertRequestEncoder {
   // Payload bytes of the chunks of queued and unconfirmed items (a chunk
   // counts once per item using it).
   int64_t in_flight_bytes() const noexcept { return in_flight_bytes_; }
+  // Whether the queued and unconfirmed items stay below both limits: a
+  // writer may add another item without waiting for confirmations. (Add
+  // answers it too, so that a writer learns it in the call it makes anyway.)
+  bool HasRoom() const noexcept {
+    return queued() + unconfirmed() < max_in_flight_items_ && in_flight_bytes_ < max_in_flight_bytes_;
+  }
 
  private:
   struct Pending {
@@ -88,6 +97,8 @@ class InsertRequestEncoder {
   };
 
   std::shared_ptr<const ChunkStore> store_;
+  const size_t max_in_flight_items_;
+  const int64_t max_in_flight_bytes_;
   std::vector<std::string> tables_;
   std::unordered_map<std::string, uint32_t> table_index_;
   std::deque<Pending> queue_;

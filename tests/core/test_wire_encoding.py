@@ -85,6 +85,32 @@ def test_chunks_go_once_per_stream_and_are_released_when_gone(store):
     assert list(third.release_chunk_keys) == [21] and list(third.chunks.keys) == [kept.key]
 
 
+def test_add_answers_whether_the_in_flight_limits_leave_room(store):
+    # A writer learns from the call that queues its item whether it may add
+    # the next without waiting (InsertStream's hot path).
+    handle = add_chunk(store, 31, np.zeros(4, np.float32))  # 16 bytes
+    by_items = _core.InsertRequestEncoder(store, max_in_flight_items=3)
+    assert by_items.has_room
+    assert by_items.add_one("t", 1, 1.0, 31, 0, 1, False) is True
+    assert by_items.add("t", 2, 1.0, [([(31, 1, 1)], False)]) is True
+    by_items.take_message(10, 1 << 20)  # sent, unconfirmed: still in flight
+    assert by_items.add_one("t", 3, 1.0, 31, 2, 1, False) is False
+    assert not by_items.has_room
+    assert by_items.confirm(np.array([1], np.uint64)) == 1
+    assert by_items.has_room
+
+    by_bytes = _core.InsertRequestEncoder(store, max_in_flight_bytes=40)
+    assert by_bytes.add_one("t", 1, 1.0, 31, 0, 1, False) is True  # 16
+    assert by_bytes.add_one("t", 2, 1.0, 31, 0, 1, False) is True  # 32
+    assert by_bytes.add_one("t", 3, 1.0, 31, 0, 1, False) is False  # 48
+    assert by_bytes.in_flight_bytes == 48
+
+    # Without limits (0, the default) there is always room.
+    unlimited = _core.InsertRequestEncoder(store)
+    assert all(unlimited.add_one("t", key, 1.0, 31, 0, 1, False) for key in range(100))
+    del handle
+
+
 def test_a_release_goes_without_items_once_a_sent_chunk_is_gone(store):
     # An idle stream sends its releases alone (see InsertStream._requests):
     # the server would otherwise keep the chunks until the writer's next item.

@@ -84,8 +84,17 @@ class InsertStream:
         # thread and back per call (~2 futex calls; flush after every item
         # went from 40 to ~26 us per item over the same-host transport).
         self._stream_wake = threading.Condition(self._mutex)
-        self._encoder = _core.InsertRequestEncoder(transport._store)
-        self._idle = False  # the request thread waits for items
+        self._encoder = _core.InsertRequestEncoder(
+            transport._store, _MAX_IN_FLIGHT_ITEMS, _MAX_IN_FLIGHT_BYTES
+        )
+        # Whether the last item added left room for another (the encoder's
+        # has_room) on a stream still open: the writer's hot path then skips
+        # _wait_for_room_locked. (Cleared by whatever ends the stream.)
+        self._room = True
+        # The stream's thread waits for items and wants a wake for new ones
+        # (cleared by the first writer to wake it, so that a burst of items
+        # costs one notify, not one each).
+        self._idle = False
         # A same-host stream carries one message at a time, which its own
         # thread or a waiting writer sends (see _exchange_locked): whether
         # one is on its way, and what ended the stream if the writer's failed.
@@ -161,21 +170,27 @@ class InsertStream:
         protocol.InsertLink)."""
         del timeout  # accepted at once; the server applies the rate limiter
         with self._mutex:
-            self._wait_for_room_locked()
+            if not self._room:
+                self._wait_for_room_locked()
             self._tables.add(table)
-            self._encoder.add_one(table, key, priority, chunk_key, offset, length, squeeze)
+            self._room = self._encoder.add_one(
+                table, key, priority, chunk_key, offset, length, squeeze
+            )
             if self._idle and not self._writer_sends():
+                self._idle = False
                 self._stream_wake.notify()
         return 1
 
     def submit(self, table: str, requests: list[Any]) -> None:
         with self._mutex:
-            self._wait_for_room_locked()
+            if not self._room:
+                self._wait_for_room_locked()
             self._tables.add(table)
             add = self._encoder.add
             for key, priority, trajectory in requests:
-                add(table, key, priority, trajectory)
+                self._room = add(table, key, priority, trajectory)
             if self._idle and not self._writer_sends():
+                self._idle = False
                 self._stream_wake.notify()
 
     def _writer_sends(self) -> bool:
@@ -188,14 +203,7 @@ class InsertStream:
         error, or RuntimeError once it is closed."""
         encoder = self._encoder
         blocked: BlockedWait | None = None
-        while (
-            (
-                encoder.queued + encoder.unconfirmed >= _MAX_IN_FLIGHT_ITEMS
-                or encoder.in_flight_bytes >= _MAX_IN_FLIGHT_BYTES
-            )
-            and self._error is None
-            and not self._closed
-        ):
+        while not encoder.has_room and self._error is None and not self._closed:
             if blocked is None:
                 blocked = BlockedWait(WRITER_LOGGER, "writer")
             elif blocked.until_due() == 0:
@@ -206,6 +214,7 @@ class InsertStream:
             raise self._error
         if self._closed:
             raise RuntimeError("the insert stream is closed")
+        self._room = True
 
     def wait(self, keep: int, timeout: float | None, call: str) -> None:
         """Blocks until at most ``keep`` items are unconfirmed;
@@ -385,6 +394,7 @@ class InsertStream:
         dropped meanwhile), which would wait for itself for good. The
         stream's threads wait in slices and see ``_closed`` at the next."""
         self._closed = True
+        self._room = False
         if not wait:
             if self._mutex.acquire(blocking=False):
                 try:
@@ -512,9 +522,11 @@ class InsertStream:
                         if lingered or not local:
                             break
                         lingered = True
+                        self._idle = True  # (the next item ends the linger)
                         self._stream_wake.wait(_LINGER_SECONDS)
                         continue
                     lingered = False
+                    self._idle = True
                     polling = local and self._writer_sends()
                     if self._exchanging and self._exchange_owner is None and not polling:
                         # A writer's message whose answer nobody reads (the
@@ -566,6 +578,7 @@ class InsertStream:
     def _fail(self, error: BaseException) -> None:
         with self._lock:
             self._error = error
+            self._room = False
             self._notify_everyone_locked()
         if self._on_error is not None:
             self._on_error(error)
