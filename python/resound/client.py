@@ -36,7 +36,13 @@ import numpy as np
 
 from resound import _batch_assembly, nest, specs
 from resound._checks import as_updates, check_count, check_priority, check_timeout, once_read
-from resound._operation_names import names_operation, renamed_calls, renamed_iteration
+from resound._operation_names import (
+    mark,
+    names_operation,
+    rename_for,
+    renamed_calls,
+    renamed_iteration,
+)
 from resound._samples import BatchSizer, sample_generator
 from resound._transport import factory
 from resound._transport.closed import ClosedTransport
@@ -56,6 +62,8 @@ if TYPE_CHECKING:
     from resound.table_info import TableInfo
 
 __all__ = ["Client"]
+
+_INF = float("inf")
 
 
 class Client:
@@ -189,7 +197,6 @@ class Client:
 
     # --- writing
 
-    @names_operation("insert")
     def insert(
         self, data: Any, priorities: Mapping[str, float], *, timeout: float | None = None
     ) -> None:
@@ -198,25 +205,52 @@ class Client:
         refuses, at most ``timeout`` seconds per table (None: forever).
 
         The data is stored once and shared by every table's item.
+
+        Example:
+            >>> import numpy as np, resound
+            >>> server = resound.Server([resound.Table.queue("q", 10)])
+            >>> client = server.localhost_client()
+            >>> client.insert({"obs": np.zeros(3, np.float32)}, priorities={"q": 1.0})
+            >>> client.server_info()["q"].current_size
+            1
+            >>> server.stop()
         """
-        if not priorities:
-            raise ValueError("priorities must contain at least one item (table name -> priority)")
-        if not isinstance(priorities, Mapping):
-            raise ValueError(f"priorities must be a dict {{table: priority}}, got {priorities!r}")
-        timeout = check_timeout(timeout)
+        # What names_operation does, without its generic (*args, **kwargs)
+        # frame: one call per step in Acme-style actors, a hot path.
+        try:
+            self._insert(data, priorities, timeout)
+        except Exception as error:
+            rename_for(error, "insert", self)
+            raise
+
+    def _insert(self, data: Any, priorities: Mapping[str, float], timeout: float | None) -> None:
+        if type(priorities) is not dict or not priorities:
+            if not priorities:
+                raise ValueError(
+                    "priorities must contain at least one item (table name -> priority)"
+                )
+            if not isinstance(priorities, Mapping):
+                raise ValueError(
+                    f"priorities must be a dict {{table: priority}}, got {priorities!r}"
+                )
+        if timeout is not None:
+            timeout = check_timeout(timeout)
         # All of one call goes to one server (with several, the servers in turn).
         transport = self._transport.one_server(priorities, timeout)
         metas = []
+        checked = []
         for table, priority in priorities.items():
             meta = transport.table_info_for_writer(table, timeout)
-            check_priority(priority, meta.prioritized, table)
+            if type(priority) is not float or not 0.0 <= priority < _INF:
+                priority = check_priority(priority, meta.prioritized, table)
             metas.append(meta)
+            checked.append((table, priority))
         leaves = nest.flatten(data)
         if not leaves:
             raise ValueError("data must hold at least one value")
         for meta in metas:
-            _check_insert_signature(meta, leaves)
-        draw = self._random.getrandbits
+            if meta.flat_signature is not None:
+                _check_insert_signature(meta, leaves)
         arrays = []
         for index, leaf in enumerate(leaves):
             if leaf is None:
@@ -225,10 +259,11 @@ class Client:
             if not array.flags.c_contiguous:  # chunks hold contiguous bytes
                 array = np.ascontiguousarray(array)
             arrays.append(array)
+        draw = self._random.getrandbits
         episode = draw(64)
         chunk_keys = [draw(64) for _ in arrays]
         # The table checks each item against its signature (in the core).
-        items = [(table, draw(64), float(priority)) for table, priority in priorities.items()]
+        items = [(table, draw(64), priority) for table, priority in checked]
         if timeout is None and transport.insert_step(items, arrays, chunk_keys, episode):
             return
         chunks = [
@@ -627,6 +662,10 @@ def _check_insert_signature(meta: TableMeta, leaves: list[Any]) -> None:
                 f"{specs.shape_text(array.shape)}, and the signature may have that axis or not)"
             )
         raise ValueError(message)
+
+
+# Client.insert is its own names_operation frame (see there).
+mark(Client.insert.__code__, "insert")
 
 
 def _client(
