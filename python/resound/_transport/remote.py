@@ -360,7 +360,21 @@ class RemoteTransport(OneServerTransport):
                     # receives the next one.
                     batch = RemoteSampleBatch(responses)
                 except grpc.RpcError as error:
-                    if not (means_unreachable(error) and self.wait_for_server):
+                    unreachable = means_unreachable(error) or (
+                        # The call's own deadline passed while the channel was
+                        # still connecting (a server that went away, in
+                        # reconnect backoff), as in _unary: not a table that
+                        # starved the request.
+                        error.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+                        and not self._channel_ready()
+                    )
+                    if unreachable and not self.wait_for_server and not means_unreachable(error):
+                        outage = self._note_outage(error)
+                        raise ConnectionError(
+                            f"{what}: the server at {self._address} is not reachable "
+                            f"(last error: {outage.last_error})"
+                        ) from None
+                    if not (unreachable and self.wait_for_server):
                         raise error_from_rpc(error, what) from None
                     self._wait_for_channel(self._note_outage(error), deadline, what, timeout)
                     try:
