@@ -39,13 +39,23 @@ void InsertRequestEncoder::Add(const std::string& table, uint64_t key, double pr
 std::vector<std::shared_ptr<const Chunk>> InsertRequestEncoder::TakeMessage(
     size_t max_items, size_t max_bytes, const std::function<char*(size_t)>& allocate, bool data_tail,
     const PayloadBlockSource* arena) {
+  // Sized for the items it will likely take (the whole queue, up to
+  // max_items): a message of one or two items, a writer flushing after
+  // each, spent ~3 us in some 60 allocations as these grew one by one.
+  const size_t expected = std::min(queue_.size(), std::max<size_t>(max_items, 1));
   std::vector<const Chunk*> new_chunks;
+  new_chunks.reserve(expected);
   std::vector<std::shared_ptr<const Chunk>> new_handles;
+  if (arena != nullptr) new_handles.reserve(expected);
   size_t new_bytes = 0;
   PackedTrajectories packed;
+  packed.Reserve(expected, expected);
   std::vector<uint32_t> table_indices;
   std::vector<uint64_t> keys;
   std::vector<double> priorities;
+  table_indices.reserve(expected);
+  keys.reserve(expected);
+  priorities.reserve(expected);
   while (!queue_.empty() && keys.size() < std::max<size_t>(max_items, 1)) {
     Pending& pending = queue_.front();
     size_t item_bytes = 0;
@@ -75,10 +85,14 @@ std::vector<std::shared_ptr<const Chunk>> InsertRequestEncoder::TakeMessage(
   }
   for (const uint64_t key : released) sent_.erase(key);
 
+  // About the bytes each part takes (tags, varint keys, priorities): one
+  // allocation each instead of doubling from empty.
   ProtoWriter message;
+  message.Reserve(64 + 64 * new_chunks.size() + 64 * keys.size() + 10 * released.size());
   if (!new_chunks.empty()) wire::WriteChunkBatch(message, wire::insert_request::kChunks, new_chunks);
   if (!keys.empty()) {
     ProtoWriter items;
+    items.Reserve(64 + 64 * keys.size());
     for (const std::string& name : tables_) items.BytesField(wire::item_batch::kTables, name);
     items.PackedVarints(wire::item_batch::kTableIndices, table_indices);
     items.PackedVarints(wire::item_batch::kKeys, keys);

@@ -42,6 +42,17 @@ PackedTrajectories::PackedTrajectories(std::vector<uint32_t> num_columns, std::v
   }
 }
 
+void PackedTrajectories::Reserve(size_t items, size_t slices) {
+  num_columns_.reserve(num_columns_.size() + items);
+  first_column_.reserve(first_column_.size() + items);
+  num_slices_.reserve(num_slices_.size() + items);
+  squeeze_.reserve(squeeze_.size() + items);
+  first_slice_.reserve(first_slice_.size() + items);
+  chunk_keys_.reserve(chunk_keys_.size() + slices);
+  offsets_.reserve(offsets_.size() + slices);
+  lengths_.reserve(lengths_.size() + slices);
+}
+
 void PackedTrajectories::AppendColumn(const ChunkSlice* slices, size_t count, bool squeeze) {
   first_slice_.push_back(chunk_keys_.size());
   num_slices_.push_back(static_cast<uint32_t>(count));

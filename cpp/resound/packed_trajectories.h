@@ -31,6 +31,9 @@ class PackedTrajectories {
 
   void Append(const Trajectory& trajectory);
   void Append(Item::TrajectoryView trajectory);
+  // Room for `items` more items of `slices` slices (one column each) in
+  // all, so that appending a message's items allocates once per array.
+  void Reserve(size_t items, size_t slices);
 
   size_t size() const noexcept { return num_columns_.size(); }
   // The trajectory of item `index` (< size()).

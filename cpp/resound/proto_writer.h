@@ -41,6 +41,10 @@ class ProtoWriter {
   // A singular double field, written even when 0 (a reader's default).
   void DoubleField(uint32_t field, double value);
 
+  // Room for `bytes` bytes in all (a message whose size is about known
+  // grows once instead of doubling its way up).
+  void Reserve(size_t bytes) { data_.reserve(bytes); }
+
   const std::string& data() const noexcept { return data_; }
   std::string& mutable_data() noexcept { return data_; }
 
