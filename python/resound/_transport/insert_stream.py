@@ -133,7 +133,7 @@ class InsertStream:
             return self._in_flight_locked()
 
     def _in_flight_locked(self) -> int:
-        return self._encoder.queued + self._encoder.unconfirmed
+        return self._encoder.in_flight
 
     @property
     def error(self) -> BaseException | None:
@@ -222,9 +222,9 @@ class InsertStream:
         deadline = None if timeout is None else time.monotonic() + timeout
         blocked: BlockedWait | None = None  # made once the call has to wait
         timed_out = False
-        with self._lock:
+        with self._mutex:  # (the Condition's lock, without its Python __enter__)
             try:
-                while self._in_flight_locked() > keep and self._error is None:
+                while self._encoder.in_flight > keep and self._error is None:
                     if blocked is None:
                         blocked = BlockedWait(
                             WRITER_LOGGER, "insert" if call == "Insert" else "writer"

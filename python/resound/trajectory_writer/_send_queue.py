@@ -73,7 +73,8 @@ class _SendQueue:
             return
         keep = max(0, keep - len(self._pending))
         try:
-            self._link.wait(keep, _timeout_seconds(timeout_ms), call)
+            timeout = None if timeout_ms is None else _timeout_seconds(timeout_ms)
+            self._link.wait(keep, timeout, call)
         except DeadlineExceededError:
             raise
         except BaseException as error:
@@ -177,7 +178,7 @@ class _SendQueue:
             pending.popleft()
 
     def _wait_until(self, keep: int, timeout_ms: int | None, call: str) -> None:
-        timeout = _timeout_seconds(timeout_ms)
+        timeout = None if timeout_ms is None else _timeout_seconds(timeout_ms)
         if len(self._pending) <= keep:
             return  # nothing to send (a writer flushing after every item, nearly always)
         deadline = None if timeout is None else time.monotonic() + timeout

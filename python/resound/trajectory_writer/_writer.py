@@ -261,7 +261,6 @@ class TrajectoryWriter(_StepAppender, _SendQueue, _ItemChecks):
         if complete and len(pending) == 1:
             self._send_now()
 
-    @names_operation("TrajectoryWriter.flush")
     def flush(self, block_until_num_items: int = 0, timeout_ms: int | None = None) -> None:
         """Completes chunks of all but the last ``block_until_num_items`` waiting
         items and waits until at most that many wait.
@@ -269,13 +268,26 @@ class TrajectoryWriter(_StepAppender, _SendQueue, _ItemChecks):
         ``timeout_ms=None`` waits forever; otherwise DeadlineExceededError after
         that many milliseconds (the items stay queued and keep flowing).
         """
-        if isinstance(block_until_num_items, bool) or not isinstance(block_until_num_items, int):
-            raise ValueError(
-                f"block_until_num_items must be an int >= 0, got {block_until_num_items!r}"
-            )
-        if block_until_num_items < 0:
-            raise ValueError(f"block_until_num_items must be >= 0, got {block_until_num_items}")
-        self._check_usable()
+        # What names_operation does, without its generic frame (as
+        # create_item): Acme's adders flush after every item.
+        try:
+            self._flush(block_until_num_items, timeout_ms)
+        except Exception as error:
+            rename_for(error, "TrajectoryWriter.flush", self)
+            raise
+
+    def _flush(self, block_until_num_items: int, timeout_ms: int | None) -> None:
+        if type(block_until_num_items) is not int or block_until_num_items < 0:
+            if isinstance(block_until_num_items, bool) or not isinstance(
+                block_until_num_items, int
+            ):
+                raise ValueError(
+                    f"block_until_num_items must be an int >= 0, got {block_until_num_items!r}"
+                )
+            if block_until_num_items < 0:
+                raise ValueError(f"block_until_num_items must be >= 0, got {block_until_num_items}")
+        if self._closed or self._error is not None:
+            self._check_usable()
         self._wait_until(block_until_num_items, timeout_ms, "Flush")
         self._wait_for_link(block_until_num_items, timeout_ms, "Flush")
 
@@ -394,5 +406,6 @@ class TrajectoryWriter(_StepAppender, _SendQueue, _ItemChecks):
             raise self._error
 
 
-# create_item renames its own errors; warnings logged while it runs name it.
+# create_item and flush rename their own errors; warnings logged while they run name them.
 mark(TrajectoryWriter.create_item.__code__, "TrajectoryWriter.create_item")
+mark(TrajectoryWriter.flush.__code__, "TrajectoryWriter.flush")
