@@ -360,21 +360,10 @@ class RemoteTransport(OneServerTransport):
                     # receives the next one.
                     batch = RemoteSampleBatch(responses)
                 except grpc.RpcError as error:
-                    unreachable = means_unreachable(error) or (
-                        # The call's own deadline passed while the channel was
-                        # still connecting (a server that went away, in
-                        # reconnect backoff), as in _unary: not a table that
-                        # starved the request.
-                        error.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-                        and not self._channel_ready()
-                    )
-                    if unreachable and not self.wait_for_server and not means_unreachable(error):
-                        outage = self._note_outage(error)
-                        raise ConnectionError(
-                            f"{what}: the server at {self._address} is not reachable "
-                            f"(last error: {outage.last_error})"
-                        ) from None
-                    if not (unreachable and self.wait_for_server):
+                    # (Not a table that starved the request, as _unary reads it.)
+                    if self._stalled_connecting(error):
+                        raise self._not_reached(error, what, timeout) from None
+                    if not (means_unreachable(error) and self.wait_for_server):
                         raise error_from_rpc(error, what) from None
                     self._wait_for_channel(self._note_outage(error), deadline, what, timeout)
                     try:
@@ -500,18 +489,8 @@ class RemoteTransport(OneServerTransport):
             try:
                 response = call(request, timeout=wait)
             except grpc.RpcError as error:
-                if error.code() == grpc.StatusCode.DEADLINE_EXCEEDED and not self._channel_ready():
-                    # The attempt used up the time while the channel was
-                    # still connecting (a server that went away, in reconnect
-                    # backoff): the server was not reachable, in time or (not
-                    # waiting, as in a set of servers) at all.
-                    outage = self._note_outage(error)
-                    if self.wait_for_server:
-                        raise outage.deadline_error(what, timeout) from None
-                    raise ConnectionError(
-                        f"{what}: the server at {self._address} is not reachable "
-                        f"(last error: {outage.last_error})"
-                    ) from None
+                if self._stalled_connecting(error):
+                    raise self._not_reached(error, what, timeout) from None
                 if not (means_unreachable(error) and self.wait_for_server):
                     raise error_from_rpc(error, what) from None
                 self._wait_for_channel(self._note_outage(error), deadline, what, timeout)
@@ -520,6 +499,24 @@ class RemoteTransport(OneServerTransport):
             if self._outage is not None:
                 self._outage = None
             return response
+
+    def _stalled_connecting(self, error: grpc.RpcError) -> bool:
+        """Whether ``error`` is the call's own deadline, passed while the
+        channel was still connecting (a server that went away, in reconnect
+        backoff): the server was not reachable, rather than slow to answer."""
+        return error.code() == grpc.StatusCode.DEADLINE_EXCEEDED and not self._channel_ready()
+
+    def _not_reached(self, error: grpc.RpcError, what: str, timeout: float | None) -> Exception:
+        """The error of a call whose server was not reachable in time
+        (``_stalled_connecting``): a timeout for a client that waits for its
+        server, ConnectionError for one that does not (a member of a set)."""
+        outage = self._note_outage(error)
+        if self.wait_for_server:
+            return outage.deadline_error(what, timeout)
+        return ConnectionError(
+            f"{what}: the server at {self._address} is not reachable "
+            f"(last error: {outage.last_error})"
+        )
 
     def _channel_ready(self) -> bool:
         """Whether the channel is connected now (without waiting)."""
