@@ -368,9 +368,8 @@ InsertRequest messages by the thousand, held until the server confirms them
       .def_property_readonly("queued", &InsertRequestEncoder::queued)
       .def_property_readonly("unconfirmed", &InsertRequestEncoder::unconfirmed)
       .def_property_readonly("in_flight_bytes", &InsertRequestEncoder::in_flight_bytes)
-      .def_property_readonly(
-          "in_flight", [](const InsertRequestEncoder& encoder) { return encoder.queued() + encoder.unconfirmed(); },
-          "queued + unconfirmed, in one call (a flushing writer reads it every item).")
+      .def_property_readonly("in_flight", &InsertRequestEncoder::in_flight,
+                             "queued + unconfirmed, in one call (a flushing writer reads it every item).")
       .def_property_readonly("has_room", &InsertRequestEncoder::HasRoom,
                              "Whether queued and unconfirmed items stay below both in-flight limits.");
 

@@ -18,11 +18,13 @@ bool SameLayout(const Chunk& a, const Chunk& b) {
 ChunkBatchFields ChunkBatchFields::Of(const std::vector<const Chunk*>& chunks) {
   ChunkBatchFields fields;
   // (Grown once each: a message of a few chunks made ~15 allocations here.)
-  for (auto* column : {&fields.keys, &fields.episode_ids}) column->reserve(chunks.size());
-  for (auto* column : {&fields.num_steps, &fields.start_steps, &fields.end_steps, &fields.data_sizes}) {
-    column->reserve(chunks.size());
-  }
   fields.layout_indices.reserve(chunks.size());
+  fields.keys.reserve(chunks.size());
+  fields.num_steps.reserve(chunks.size());
+  fields.episode_ids.reserve(chunks.size());
+  fields.start_steps.reserve(chunks.size());
+  fields.end_steps.reserve(chunks.size());
+  fields.data_sizes.reserve(chunks.size());
   for (const Chunk* chunk : chunks) {
     // Batches hold a handful of layouts: a linear search beats hashing.
     size_t layout = 0;

@@ -42,7 +42,8 @@ std::vector<std::shared_ptr<const Chunk>> InsertRequestEncoder::TakeMessage(
   // Sized for the items it will likely take (the whole queue, up to
   // max_items): a message of one or two items, a writer flushing after
   // each, spent ~3 us in some 60 allocations as these grew one by one.
-  const size_t expected = std::min(queue_.size(), std::max<size_t>(max_items, 1));
+  const size_t limit = std::max<size_t>(max_items, 1);
+  const size_t expected = std::min(queue_.size(), limit);
   std::vector<const Chunk*> new_chunks;
   new_chunks.reserve(expected);
   std::vector<std::shared_ptr<const Chunk>> new_handles;
@@ -56,7 +57,7 @@ std::vector<std::shared_ptr<const Chunk>> InsertRequestEncoder::TakeMessage(
   table_indices.reserve(expected);
   keys.reserve(expected);
   priorities.reserve(expected);
-  while (!queue_.empty() && keys.size() < std::max<size_t>(max_items, 1)) {
+  while (!queue_.empty() && keys.size() < limit) {
     Pending& pending = queue_.front();
     size_t item_bytes = 0;
     for (const auto& chunk : pending.chunks) {

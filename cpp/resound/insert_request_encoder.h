@@ -76,6 +76,7 @@ class InsertRequestEncoder {
 
   size_t queued() const noexcept { return queue_.size(); }
   size_t unconfirmed() const noexcept { return unconfirmed_.size(); }
+  size_t in_flight() const noexcept { return queued() + unconfirmed(); }
   // Payload bytes of the chunks of queued and unconfirmed items (a chunk
   // counts once per item using it).
   int64_t in_flight_bytes() const noexcept { return in_flight_bytes_; }
@@ -83,7 +84,7 @@ class InsertRequestEncoder {
   // writer may add another item without waiting for confirmations. (Add
   // answers it too, so that a writer learns it in the call it makes anyway.)
   bool HasRoom() const noexcept {
-    return queued() + unconfirmed() < max_in_flight_items_ && in_flight_bytes_ < max_in_flight_bytes_;
+    return in_flight() < max_in_flight_items_ && in_flight_bytes_ < max_in_flight_bytes_;
   }
 
  private:

@@ -130,10 +130,7 @@ class InsertStream:
         # Under the lock: the stream's thread may be writing a message with
         # the encoder meanwhile (without the GIL, see stage_insert).
         with self._mutex:
-            return self._in_flight_locked()
-
-    def _in_flight_locked(self) -> int:
-        return self._encoder.in_flight
+            return self._encoder.in_flight
 
     @property
     def error(self) -> BaseException | None:

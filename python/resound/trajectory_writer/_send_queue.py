@@ -73,8 +73,7 @@ class _SendQueue:
             return
         keep = max(0, keep - len(self._pending))
         try:
-            timeout = None if timeout_ms is None else _timeout_seconds(timeout_ms)
-            self._link.wait(keep, timeout, call)
+            self._link.wait(keep, _timeout_seconds(timeout_ms), call)
         except DeadlineExceededError:
             raise
         except BaseException as error:
@@ -178,7 +177,7 @@ class _SendQueue:
             pending.popleft()
 
     def _wait_until(self, keep: int, timeout_ms: int | None, call: str) -> None:
-        timeout = None if timeout_ms is None else _timeout_seconds(timeout_ms)
+        timeout = _timeout_seconds(timeout_ms)
         if len(self._pending) <= keep:
             return  # nothing to send (a writer flushing after every item, nearly always)
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -233,6 +232,8 @@ def _timeout_seconds(timeout_ms: Any) -> float | None:
     """A writer call's ``timeout_ms`` in seconds; None (wait forever) for None
     and for timeouts past a year, ``inf`` included (as every transport reads
     them; the lock waits they bound overflow at about 9e9 s)."""
+    if timeout_ms is None:  # (a flush per item asks twice: without the checks)
+        return None
     timeout = check_timeout(timeout_ms, "timeout_ms", "milliseconds")
     return finite_timeout(None if timeout is None else timeout / 1000)
 
