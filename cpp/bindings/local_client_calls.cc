@@ -84,7 +84,7 @@ py::tuple MutatePriorities(LocalClient& client, const std::string& table, const 
   const size_t size = local::PackedMutateRequest::Bytes(table, update_records.size(), delete_keys.size());
   const Deadline deadline = ToDeadline(timeout);
   const auto [updated, deleted] = WithoutGil([&] {
-    if (size > client.request_capacity()) GrowRequestRegion(client, size, deadline);
+    client.EnsureRequestCapacity(size, deadline);
     local::PackedMutateRequest::Write({client.request_buffer(), size}, table, update_records, delete_keys);
     const LocalClient::Response response = client.Call(local::kMutatePrioritiesPacked, size, deadline);
     namespace f = wire::mutate_priorities_response;

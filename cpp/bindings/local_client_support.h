@@ -1,6 +1,5 @@
 // What the same-host transport's bindings share (register_local.cc,
-// local_step_insert.cc): running work without the GIL, and growing a
-// connection's upload region.
+// local_step_insert.cc, local_client_calls.cc): running work without the GIL.
 #ifndef RESOUND_BINDINGS_LOCAL_CLIENT_SUPPORT_H_
 #define RESOUND_BINDINGS_LOCAL_CLIENT_SUPPORT_H_
 
@@ -34,14 +33,6 @@ auto WithoutGil(Work&& work) {
   PyEval_RestoreThread(state);
   if (error) std::rethrow_exception(error);
   return std::move(*result);
-}
-
-// A larger upload region on the same connection (an insert stream's chunks
-// live in its connection), rounded up to a MiB: the server refuses a region
-// past its max_message_bytes, so one just large enough is asked for.
-inline void GrowRequestRegion(local::LocalClient& client, size_t bytes, const Deadline& deadline) {
-  constexpr size_t kMiB = size_t{1} << 20;
-  client.GrowRequestRegion((bytes + kMiB - 1) / kMiB * kMiB, deadline);
 }
 
 }  // namespace resound::bindings

@@ -117,7 +117,7 @@ std::pair<size_t, bool> InsertStep(LocalClient& client, const py::list& items, c
   const local::StepInsertRequest request(std::move(fields), ToKey(episode_id, "episode_id"), item_list);
   const Deadline deadline = ToDeadline(wait);
   const auto send = [&] {
-    if (request.bytes() > client.request_capacity()) GrowRequestRegion(client, request.bytes(), Deadline::Never());
+    client.EnsureRequestCapacity(request.bytes(), Deadline::Never());
     request.Write({client.request_buffer(), request.bytes()});
     client.Start(local::kInsert, request.bytes(), LocalClient::Layout::kDataTail);
   };

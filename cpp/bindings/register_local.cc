@@ -27,6 +27,7 @@
 #include "resound/insert_request_encoder.h"
 #include "resound/local/doorbell.h"
 #include "resound/local/frame.h"
+#include "resound/local/insert_exchange.h"
 #include "resound/local/local_client.h"
 #include "resound/local/local_server.h"
 #include "resound/local/replay_local_service.h"
@@ -105,7 +106,7 @@ std::map<std::string, std::shared_ptr<Table>> TablesOf(const py::dict& tables) {
 // it and waits for its answer. Called without the GIL.
 LocalClient::Response CallWith(LocalClient& client, uint32_t method, std::span<const std::byte> request,
                                const Deadline& deadline) {
-  if (request.size() > client.request_capacity()) GrowRequestRegion(client, request.size(), deadline);
+  client.EnsureRequestCapacity(request.size(), deadline);
   std::memcpy(client.request_buffer(), request.data(), request.size());
   return client.Call(method, request.size(), deadline);
 }
@@ -229,28 +230,33 @@ has no arena, the server runs as another user, or it refuses one that large.)doc
             // which its own thread then waited for. The encoder's users are
             // serialized by the insert stream's lock, which is held around
             // this call and around every other use of the encoder.
-            return WithoutGil([&] {
-              size_t staged = 0;
-              std::vector<std::shared_ptr<const Chunk>> named = encoder.TakeMessage(
-                  max_items, max_bytes,
-                  [&client, &staged](size_t size) {
-                    if (size > client.request_capacity()) GrowRequestRegion(client, size, Deadline::Never());
-                    staged = size;
-                    return reinterpret_cast<char*>(client.request_buffer());
-                  },
-                  /*data_tail=*/true, client.arena());
-              // With arena refs exactly when an arena was passed (the
-              // table is written even if no payload is in it).
-              client.NoteStaged(client.arena() != nullptr);
-              if (!named.empty()) client.HoldUntilAnswered({named.begin(), named.end()});
-              return staged;
-            });
+            return WithoutGil([&] { return local::StageInsert(client, encoder, {max_items, max_bytes}); });
           },
           py::arg("encoder"), py::arg("max_items"), py::arg("max_bytes"),
           R"doc(Writes the encoder's next insert message straight into this connection's
 upload region, its chunk payloads apart after it (so that the server copies
 them once, into its chunk store), for call_staged or start(data_tail=True);
 returns its size.)doc")
+      .def(
+          "exchange_insert",
+          [](LocalClient& client, uint32_t method, InsertRequestEncoder& encoder, size_t keep, size_t max_items,
+             size_t max_bytes, std::optional<double> wait) {
+            // (The insert stream's lock is held, as for stage_insert.)
+            const Deadline deadline = ToDeadline(wait);
+            const local::ExchangeOutcome outcome = WithoutGil([&] {
+              return local::ExchangeInsert(client, method, encoder, keep, {max_items, max_bytes}, deadline);
+            });
+            return py::make_tuple(outcome.confirmed, outcome.sent, outcome.awaiting);
+          },
+          py::arg("method"), py::arg("encoder"), py::arg("keep"), py::arg("max_items"), py::arg("max_bytes"),
+          py::arg("wait") = py::none(),
+          R"doc(A writer's turn on an insert stream of `method`: reads the answer to the
+message on its way (waiting up to `wait` seconds for it) and confirms its
+items, sends the queued ones (stage_insert, start), until at most `keep`
+items are queued or unconfirmed, then sends what is still queued ahead (an
+answer in parts: asks for the rest). Returns (items confirmed, whether it
+sent a message, whether a request's answer is still to read). Not after an
+answer in parts whose rest was not asked for.)doc")
       .def(
           "call_staged",
           [](LocalClient& client, uint32_t method, size_t size, std::optional<double> timeout) {

@@ -214,12 +214,7 @@ class ReceivedInsert {
 // The item keys of a serialized InsertResponse.
 py::array_t<uint64_t> InsertResponseKeys(py::handle message) {
   const BufferView view(message);
-  ProtoReader reader({static_cast<const uint8_t*>(view.data()), view.size()}, "InsertResponse");
-  std::vector<uint64_t> keys;
-  while (reader.Next()) {
-    if (reader.field() == wire::insert_response::kItemKeys) reader.AppendVarints(keys);
-  }
-  return NumpyOf(keys);
+  return NumpyOf(wire::ReadInsertResponseKeys({static_cast<const uint8_t*>(view.data()), view.size()}));
 }
 
 // FindLengthDelimitedField of a Python buffer, as (field_start, field_end,

@@ -193,6 +193,15 @@ std::vector<std::span<const std::byte>> PayloadsWithArenaRefs(const std::vector<
   return payloads;
 }
 
+std::vector<uint64_t> ReadInsertResponseKeys(std::span<const uint8_t> message) {
+  ProtoReader reader(message, "InsertResponse");
+  std::vector<uint64_t> keys;
+  while (reader.Next()) {
+    if (reader.field() == insert_response::kItemKeys) reader.AppendVarints(keys);
+  }
+  return keys;
+}
+
 ChunkBatchMessage ReadChunkBatch(ProtoReader reader) {
   ChunkBatchMessage batch;
   while (reader.Next()) {

@@ -121,6 +121,10 @@ std::vector<std::span<const std::byte>> PayloadsWithArenaRefs(const std::vector<
 ChunkBatchMessage ReadChunkBatch(ProtoReader reader);
 PackedTrajectories ReadTrajectories(ProtoReader reader);
 
+// The item keys a serialized InsertResponse confirms, in order.
+// InvalidArgumentError if it is malformed.
+std::vector<uint64_t> ReadInsertResponseKeys(std::span<const uint8_t> message);
+
 // Makes the chunks `batch` describes, one payload each in `payloads`, in
 // `store`, and returns handles to them (the caller holds them: the store
 // does not). InvalidArgumentError names the first bad chunk.

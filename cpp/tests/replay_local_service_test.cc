@@ -20,6 +20,7 @@
 #include "resound/local/batch_regions.h"
 #include "resound/local/payload_arena.h"
 #include "resound/local/gathered_batch.h"
+#include "resound/local/insert_exchange.h"
 #include "resound/local/local_client.h"
 #include "resound/local/local_server.h"
 #include "resound/local/replay_local_service.h"
@@ -441,10 +442,60 @@ void InsertsNamingPayloadsInTheArena(const std::string& dir) {
   RESOUND_CHECK(!watched.expired());
 }
 
-// client.insert's one-step request: its items go into both tables, their
-// chunks hold the bytes sent, and the connection's session lets the chunks
-// go in the same message (a reset then frees them); a field whose bytes do
-// not match its shape is refused before anything is written.
+// A writer's turn on an insert stream (ExchangeInsert): each turn reads the
+// answer it needs, confirms its items and sends the queued ones ahead; an
+// answer held back by a rate limiter stays pending past the turn's
+// deadline, on a connection that goes on (the next turn reads it).
+void WritersExchangeInOneCall(const std::string& dir) {
+  Fixture fixture(dir + "/exchange.sock");
+  TableConfig config;
+  config.name = "queue";
+  config.sampler = {SelectorKind::kFifo, 1.0, 1};
+  config.remover = {SelectorKind::kFifo, 1.0, 2};
+  config.max_size = 1;
+  config.rate_limiter = RateLimiterConfig::Queue(1);
+  const auto queue = std::make_shared<Table>(config, fixture.store);
+  fixture.service->SetTables({{"t", fixture.table}, {"queue", queue}});
+  auto client_store = std::make_shared<ChunkStore>();
+  InsertRequestEncoder encoder(client_store);
+  LocalClient client(fixture.server->path(), 1 << 12, 1 << 12, Soon());
+  const auto chunk = AddChunk(*client_store, 800);
+  const auto add = [&](const std::string& table, uint64_t key) {
+    encoder.Add(table, key, 1.0, {{{{800, 0, 1}}, false}});
+  };
+
+  // Keep one: the first item is sent ahead, unanswered.
+  add("t", 800);
+  ExchangeOutcome outcome = ExchangeInsert(client, kInsert, encoder, 1, {}, Soon());
+  RESOUND_CHECK(outcome.sent && outcome.awaiting && outcome.confirmed == 0);
+  RESOUND_CHECK(encoder.in_flight() == 1 && encoder.queued() == 0);
+  // The second: the first's answer read, the second sent ahead.
+  add("t", 801);
+  outcome = ExchangeInsert(client, kInsert, encoder, 1, {}, Soon());
+  RESOUND_CHECK(outcome.sent && outcome.awaiting && outcome.confirmed == 1 && encoder.in_flight() == 1);
+  // Keep none: the second's answer read, nothing left to send.
+  outcome = ExchangeInsert(client, kInsert, encoder, 0, {}, Soon());
+  RESOUND_CHECK(!outcome.sent && !outcome.awaiting && outcome.confirmed == 1 && encoder.in_flight() == 0);
+  RESOUND_CHECK(fixture.table->Info().current_size == 22 && fixture.store->Find(800));
+  // Nothing in flight: a turn does nothing.
+  outcome = ExchangeInsert(client, kInsert, encoder, 0, {}, Soon());
+  RESOUND_CHECK(!outcome.sent && !outcome.awaiting && outcome.confirmed == 0);
+
+  // A full queue lets the first item in and holds the second back: the
+  // answer comes in parts, the rest is asked for and stays pending past
+  // the deadline, on a usable connection.
+  add("queue", 802);
+  add("queue", 803);
+  outcome = ExchangeInsert(client, kInsert, encoder, 0, {}, Deadline::AfterSeconds(0.05));
+  RESOUND_CHECK(outcome.sent && outcome.awaiting && outcome.confirmed == 1 && !client.broken());
+  RESOUND_CHECK(queue->Info().current_size == 1 && encoder.in_flight() == 1);
+  // A sample makes room: the next turn reads the rest.
+  RESOUND_CHECK(queue->Sample(1, Soon()).size() == 1);
+  outcome = ExchangeInsert(client, kInsert, encoder, 0, {}, Soon());
+  RESOUND_CHECK(!outcome.sent && !outcome.awaiting && outcome.confirmed == 1 && encoder.in_flight() == 0);
+  RESOUND_CHECK(queue->Info().current_size == 1);
+}
+
 void StepInsertsLeaveNothingInTheSession(const std::string& dir) {
   Fixture fixture(dir + "/step.sock");
   LocalClient client(fixture.server->path(), 1 << 12, 1 << 12, Soon());
@@ -524,6 +575,7 @@ int main() {
   resound::local::MutatePrioritiesInCpp(dir);
   resound::local::InsertsWithADataTail(dir);
   resound::local::StepInsertsLeaveNothingInTheSession(dir);
+  resound::local::WritersExchangeInOneCall(dir);
   resound::local::InsertsNamingPayloadsInTheArena(dir);
   resound::local::RegionsGrowOnlyUpToTheLimit(dir);
   resound::local::ManyClientsAtOnce(dir);

@@ -161,6 +161,15 @@ class LocalClient:
     def stage_insert(
         self, encoder: InsertRequestEncoder, max_items: int, max_bytes: int
     ) -> int: ...
+    def exchange_insert(
+        self,
+        method: int,
+        encoder: InsertRequestEncoder,
+        keep: int,
+        max_items: int,
+        max_bytes: int,
+        wait: float | None = None,
+    ) -> tuple[int, bool, bool]: ...
     def call_staged(
         self, method: int, size: int, timeout: float | None = None
     ) -> tuple[bytes, bool]: ...

@@ -215,6 +215,12 @@ void LocalClient::GrowRequestRegion(size_t bytes, const Deadline& deadline) {
   upload_ = std::move(larger);  // (the same mapping: what the bell points at)
 }
 
+void LocalClient::EnsureRequestCapacity(size_t bytes, const Deadline& deadline) {
+  if (bytes <= request_capacity()) return;
+  constexpr size_t kMiB = size_t{1} << 20;
+  GrowRequestRegion((bytes + kMiB - 1) / kMiB * kMiB, deadline);
+}
+
 void LocalClient::SendDescriptor(Frame::Kind kind, uint64_t bytes, int fd, const Deadline& deadline) {
   Frame frame;
   frame.kind = kind;

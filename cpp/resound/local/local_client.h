@@ -91,10 +91,12 @@ class LocalClient {
   std::optional<Response> Finish(const Deadline& deadline);
   bool pending() const noexcept { return pending_request_ != 0; }
 
-  // Replaces the upload region with one of `bytes` (for a request larger
-  // than request_capacity()); StatusError(kResourceExhausted) if the server
-  // allows no region that large (the old one stays).
-  void GrowRequestRegion(size_t bytes, const Deadline& deadline);
+  // Replaces the upload region with a larger one if a request of `bytes`
+  // does not fit, of `bytes` rounded up to a MiB (the server refuses a
+  // region past its max_message_bytes, so one just large enough is asked
+  // for); StatusError(kResourceExhausted) if the server allows no region
+  // that large (the old one stays).
+  void EnsureRequestCapacity(size_t bytes, const Deadline& deadline);
 
   // Has the server map `arena` (for reading), so that insert messages may
   // name payloads in it (Layout::kDataTailArenaRefs) instead of carrying
@@ -147,6 +149,8 @@ class LocalClient {
   // Sends `frame` (with `fds`) and reads the answer to it.
   Response Send(Frame frame, std::span<const std::byte> inline_payload, std::span<const int> fds,
                 const Deadline& deadline);
+  // Replaces the upload region with one of `bytes` (EnsureRequestCapacity).
+  void GrowRequestRegion(size_t bytes, const Deadline& deadline);
   // InvalidArgumentError if `size` request bytes do not fit the upload region.
   void CheckFits(size_t size) const;
   // The frame of a request whose `size` payload bytes are in the upload region.

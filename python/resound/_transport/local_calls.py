@@ -196,6 +196,12 @@ class StreamCall:
         return self._awaiting or self._more
 
     @property
+    def answer_in_parts(self) -> bool:
+        """Whether the last answer read said more is to come (asked for by
+        the next ``finish``)."""
+        return self._more
+
+    @property
     def rest_of_answer(self) -> _Staged:
         """What the request iterator yields to have the stream's thread read
         the rest of an answer that a writer started to read (``finish``)."""
@@ -241,6 +247,35 @@ class StreamCall:
         self._awaiting = False
         payload, self._more = answer
         return self._deserialize(payload)
+
+    def exchange(
+        self, encoder: Any, keep: int, max_items: int, max_bytes: int, wait: float
+    ) -> tuple[int, bool]:
+        """A waiting writer's turn on an insert stream, in one call to the
+        core (``LocalClient.exchange_insert``): reads the answer to the
+        message ``start`` (or an earlier turn) sent, waiting up to ``wait``
+        seconds for it, confirms its items in ``encoder`` and sends the
+        queued ones, until at most ``keep`` items are in flight; then sends
+        what is still queued ahead. Returns (items confirmed, whether it
+        sent a message). Called with the stream's lock held, between two
+        requests of the stream's own and with no answer in parts unread;
+        LocalRpcError if the call failed, ValueError for a malformed answer.
+        """
+        if self._cancelled:
+            self._end()
+            raise LocalRpcError(grpc.StatusCode.CANCELLED, "the call was cancelled")
+        client = self._client if self._client is not None else self._connection()
+        try:
+            confirmed, sent, self._awaiting = client.exchange_insert(
+                self._number, encoder, keep, max_items, max_bytes, wait
+            )
+        except ValueError:
+            self._awaiting = False  # (the malformed answer was read)
+            raise
+        except (_core.LocalStatusError, DeadlineExceededError, OSError) as error:
+            self._awaiting = False
+            raise self._failed(error) from None
+        return confirmed, sent
 
     def _next_request(self) -> Any:
         """The next request; StopIteration once the requests end."""
