@@ -496,6 +496,10 @@ void WritersExchangeInOneCall(const std::string& dir) {
   RESOUND_CHECK(queue->Info().current_size == 1);
 }
 
+// client.insert's one-step request: its items go into both tables, their
+// chunks hold the bytes sent, and the connection's session lets the chunks
+// go in the same message (a reset then frees them); a field whose bytes do
+// not match its shape is refused before anything is written.
 void StepInsertsLeaveNothingInTheSession(const std::string& dir) {
   Fixture fixture(dir + "/step.sock");
   LocalClient client(fixture.server->path(), 1 << 12, 1 << 12, Soon());

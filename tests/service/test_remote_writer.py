@@ -5,6 +5,7 @@ error on the writer's next call, and a dropped writer's stream thread ends."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import re
 import subprocess
@@ -224,6 +225,35 @@ def test_rate_limited_flushes_time_out_and_their_items_still_arrive(remote):
         taken += [s.data[0] for s in client.sample("q", 1, emit_timesteps=False, timeout=SAFETY)]
     writer.flush(timeout_ms=int(SAFETY * 1000))
     assert taken == [0, 1, 2] and writer.num_pending_items == 0
+    writer.close()
+
+
+def test_flushes_that_time_out_at_once_on_a_busy_queue_keep_every_item_in_order(remote):
+    # (Over the same-host transport a flush reads its answers itself, waiting
+    # up to 1 ms with the stream's lock held, then as long as its timeout
+    # allows with the lock released; the stream's thread reads what nobody
+    # waits for. Timeouts of 0 and 1 ms, answers in parts (the queue lets
+    # one item in at a time) and a learner taking items meanwhile hand the
+    # answers from one to the other at every point.)
+    server, client = remote(resound.Table.queue("q", 2))
+    writer = client.trajectory_writer(1)
+    taken: list[float] = []
+
+    def take_one() -> None:
+        taken.extend(s.data[0] for s in client.sample("q", 1, emit_timesteps=False, timeout=SAFETY))
+
+    for value in range(30):
+        write(writer, "q", range(value, value + 1))
+        # (A full queue: the item waits on the server.)
+        with contextlib.suppress(resound.DeadlineExceededError):
+            writer.flush(block_until_num_items=value % 3, timeout_ms=value % 2)
+        if value % 4 == 3:
+            take_one()
+    while len(taken) < 30:
+        take_one()
+    writer.flush(timeout_ms=int(SAFETY * 1000))
+    assert taken == list(range(30)) and writer.num_pending_items == 0
+    assert server.table("q").info.current_size == 0
     writer.close()
 
 

@@ -47,7 +47,14 @@ ExchangeOutcome ExchangeInsert(LocalClient& client, uint32_t method, InsertReque
       if (encoder.in_flight() <= keep) break;
       const std::optional<LocalClient::Response> answer = client.Finish(answer_deadline);
       if (!answer) break;
-      outcome.confirmed += ConfirmAnswer(encoder, answer->payload);
+      try {
+        outcome.confirmed += ConfirmAnswer(encoder, answer->payload);
+      } catch (...) {
+        // A malformed answer: whatever the server meant next (the rest of
+        // an answer in parts) cannot be followed, so the connection ends.
+        client.Shutdown();
+        throw;
+      }
       // An answer in parts (a rate limiter holds the rest of its items):
       // the rest is asked for now, and read as any message's answer.
       if (answer->more) client.Start(LocalConnection::kContinueMethod, 0);

@@ -48,14 +48,14 @@ struct ExchangeOutcome {
 };
 
 // Reads answers and sends queued items (in messages within `limits`), as
-// one request at a time allows, until at most `keep` items are queued or unconfirmed; then sends
-// whatever is still queued ahead if no request is on its way. Waits for an
-// answer until `answer_deadline`: one that has not come by then stays
-// pending (outcome.awaiting), as does a message sent ahead. After an
-// answer in parts it asks for the rest (a Continue request, read as any
-// answer). The caller must not have an answer in parts unread. Errors as
-// LocalClient's calls (the connection is broken then); InvalidArgumentError
-// for a malformed answer.
+// one request at a time allows, until at most `keep` items are queued or
+// unconfirmed; then sends whatever is still queued ahead if no request is
+// on its way. Waits for an answer until `answer_deadline`: one that has not
+// come by then stays pending (outcome.awaiting), as does a message sent
+// ahead. After an answer in parts it asks for the rest (a Continue
+// request, read as any answer). The caller must not have an answer in
+// parts unread. Errors as LocalClient's calls, and InvalidArgumentError
+// for a malformed answer: either leaves the connection broken.
 ExchangeOutcome ExchangeInsert(LocalClient& client, uint32_t method, InsertRequestEncoder& encoder,
                                size_t keep, const MessageLimits& limits, const Deadline& answer_deadline);
 

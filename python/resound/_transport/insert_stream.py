@@ -224,6 +224,7 @@ class InsertStream:
     def wait(self, keep: int, timeout: float | None, call: str) -> None:
         """Blocks until at most ``keep`` items are unconfirmed;
         DeadlineExceededError after ``timeout`` seconds (None: no limit)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         with self._mutex:  # (the Condition's lock, without its Python __enter__)
             if (
                 self._local
@@ -233,7 +234,6 @@ class InsertStream:
                 if self._error is not None:
                     raise self._error
                 return
-        deadline = None if timeout is None else time.monotonic() + timeout
         blocked: BlockedWait | None = None  # made once the call has to wait
         timed_out = False
         with self._mutex:

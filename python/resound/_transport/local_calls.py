@@ -197,8 +197,8 @@ class StreamCall:
 
     @property
     def answer_in_parts(self) -> bool:
-        """Whether the last answer read said more is to come (asked for by
-        the next ``finish``)."""
+        """Whether the last answer read said more is to come and that rest
+        is not read yet (``finish`` asks for it, and reads it)."""
         return self._more
 
     @property
@@ -269,12 +269,12 @@ class StreamCall:
             confirmed, sent, self._awaiting = client.exchange_insert(
                 self._number, encoder, keep, max_items, max_bytes, wait
             )
-        except ValueError:
-            self._awaiting = False  # (the malformed answer was read)
-            raise
         except (_core.LocalStatusError, DeadlineExceededError, OSError) as error:
             self._awaiting = False
             raise self._failed(error) from None
+        except BaseException:  # a malformed answer (ValueError): nothing is pending
+            self._awaiting = False
+            raise
         return confirmed, sent
 
     def _next_request(self) -> Any:
