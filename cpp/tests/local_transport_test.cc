@@ -332,26 +332,31 @@ void BrokenClientsAreDroppedAndOthersServed(const std::string& dir) {
   // count them against max_connections for a moment.)
   WaitFor([&] { return server.num_connections() == 0; });
   // After a handshake: a payload outside the region, a bad kind, two
-  // descriptors, a doorbell count that skips frames (then a wake).
-  for (int kind = 0; kind < 4; ++kind) {
+  // descriptors, a doorbell count that skips frames (then a wake), a
+  // larger upload region of 0 bytes.
+  for (int kind = 0; kind < 5; ++kind) {
     LocalClient client(server.path(), 4096, 4096, Soon());
     if (kind == 3) {
       const uint64_t skipped = 5;
       std::memcpy(client.request_buffer() - Doorbell::kControlBytes, &skipped, sizeof skipped);
     }
     Frame frame;
-    frame.kind = kind == 1 ? Frame::kWelcome : kind == 3 ? Frame::kWake : Frame::kRequest;
+    frame.kind = kind == 1 ? Frame::kWelcome : kind == 3 ? Frame::kWake : kind == 4 ? Frame::kRegion : Frame::kRequest;
     frame.method = kEcho;
-    frame.flags = Frame::kInShared;
+    frame.flags = kind == 4 ? 0U : static_cast<uint32_t>(Frame::kInShared);
     frame.request_id = 1;
     frame.offset = kind == 0 ? 4000 : 0;
-    frame.length = kind == 0 ? 200 : 0;
+    frame.length = kind == 0 ? 200 : kind == 4 ? sizeof(uint64_t) : 0;
     std::array<std::byte, Frame::kHeaderBytes> header{};
     frame.Encode(header);
     LocalSocket raw(UniqueFd(::dup(client.fd())));
-    const std::span<const std::byte> parts[] = {header};
+    const std::array<std::byte, sizeof(uint64_t)> no_bytes{};  // the region's size: 0
+    const std::span<const std::byte> parts[] = {header, no_bytes};
     const int two_fds[] = {sealed_fd, sealed_fd};  // a call may carry one (its batch region)
-    raw.Send(parts, kind == 2 ? std::span<const int>(two_fds) : std::span<const int>());
+    raw.Send(std::span<const std::span<const std::byte>>(parts, kind == 4 ? 2 : 1),
+             kind == 2 ? std::span<const int>(two_fds)
+             : kind == 4 ? std::span<const int>(&sealed_fd, 1)
+                         : std::span<const int>());
     MessageBuffer buffer;
     std::vector<UniqueFd> fds;
     RESOUND_CHECK(raw.WaitReadable(Soon()) == LocalSocket::Wait::kReadable);

@@ -248,12 +248,14 @@ uint64_t LocalConnection::DescriptorFrameBytes(const Frame& frame, const std::ve
 
 void LocalConnection::ReplaceUpload(const Frame& frame, std::vector<UniqueFd>& fds) {
   const uint64_t bytes = DescriptorFrameBytes(frame, fds, "a region frame");
-  if (bytes == 0 || bytes > limits_.max_region_bytes) {
+  if (bytes == 0) throw InvalidArgumentError("a region frame of 0 bytes");
+  if (bytes > limits_.max_region_bytes) {
     // Refused, the connection goes on with its region (the request that
-    // needed more is refused with it, as gRPC refuses a message too large).
+    // needed more is refused with it, as gRPC refuses a message too large,
+    // in the words of gRPC's refusal).
     SendError(frame.request_id, kResourceExhausted,
-              "a request region of " + std::to_string(bytes) + " bytes is larger than max (" +
-                  std::to_string(bytes) + " vs. " + std::to_string(limits_.max_region_bytes) + ")");
+              "a request region is larger than max (" + std::to_string(bytes) + " vs. " +
+                  std::to_string(limits_.max_region_bytes) + ")");
     return;
   }
   upload_ = SharedMemory::Adopt(std::move(fds.front()), bytes + Doorbell::kControlBytes, false);
