@@ -217,6 +217,24 @@ py::array_t<uint64_t> InsertResponseKeys(py::handle message) {
   return NumpyOf(wire::ReadInsertResponseKeys({static_cast<const uint8_t*>(view.data()), view.size()}));
 }
 
+// A MutatePrioritiesRequest's repeated fields from the API's forms (see
+// ToUpdates), checked as every transport checks them, as Python lists.
+py::tuple PriorityUpdates(const py::object& updates, const py::object& deletes) {
+  py::list keys;
+  py::list priorities;
+  if (!updates.is_none()) {
+    for (const auto& [key, priority] : ToUpdates(updates)) {
+      keys.append(key);
+      priorities.append(priority);
+    }
+  }
+  py::list delete_keys;
+  if (!deletes.is_none()) {
+    for (const uint64_t key : ToKeys(deletes, "deletes key")) delete_keys.append(key);
+  }
+  return py::make_tuple(std::move(keys), std::move(priorities), std::move(delete_keys));
+}
+
 // FindLengthDelimitedField of a Python buffer, as (field_start, field_end,
 // value_start) or None.
 py::object FindBytesField(py::handle message, uint32_t field_number) {
@@ -400,6 +418,10 @@ malformed or does not pair up.
         "(PackedTrajectories, keys, priorities, times_sampled, probabilities, table_sizes, rate_limited, "
         "end_of_request, timed_out, timeout_reason) of a serialized SampleResponse; its chunks are added to `store` and "
         "`holder`. ValueError names what is malformed (nothing is held then).");
+  m.def("priority_updates", &PriorityUpdates, py::arg("updates"), py::arg("deletes"),
+        "(update keys, update priorities, delete keys) as lists, from mutate_priorities' updates (a dict, a pair "
+        "of arrays, or (key, priority) pairs; None: none) and deletes (keys; None: none). ValueError names a bad "
+        "key or priority.");
   m.def("find_bytes_field", &FindBytesField, py::arg("message"), py::arg("field_number"),
         "(field_start, field_end, value_start) of the last top-level length-delimited field `field_number` of a "
         "serialized message, or None. ValueError if the message is malformed.");

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -56,10 +56,13 @@ def as_priority(value: Any, name: str = "priority") -> float:
 
 def as_updates(updates: Any) -> Any:
     """A (keys, priorities) pair of arrays as two numpy arrays; a one-shot
-    iterator of pairs as a list (see ``once_read``); other forms (dict,
-    pairs) unchanged. Keys must come as an array (numpy, torch, JAX): a
-    tuple of two Python (key, priority) pairs stays a list of pairs."""
+    iterator of pairs as a list (see ``once_read``); a mapping other than a
+    dict as a dict; other forms (dict, pairs) unchanged. Keys must come as
+    an array (numpy, torch, JAX): a tuple of two Python (key, priority)
+    pairs stays a list of pairs."""
     updates = once_read(updates)
+    if type(updates) is dict:
+        return updates
     if (
         isinstance(updates, tuple)
         and len(updates) == 2
@@ -81,6 +84,8 @@ def as_updates(updates: Any) -> Any:
         if keys.dtype.kind == "i" and len(keys) and keys.min() < 0:
             raise ValueError("updates keys must be >= 0")
         return (keys.astype(np.uint64, copy=False), priorities)
+    if isinstance(updates, Mapping):
+        return dict(updates)  # (the core reads dicts; other mappings as one)
     return updates
 
 

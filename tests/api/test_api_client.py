@@ -10,6 +10,7 @@ import math
 import os
 import pickle
 import time
+import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -759,6 +760,42 @@ def test_mutate_priorities_takes_one_shot_iterators(serve: Any) -> None:
         deletes=(key for key in (k1, k2)),
     )
     assert priorities_by_key(server, "prio") == {k0: 7.0, k3: 1.0}
+
+
+def test_mutate_priorities_reads_every_form_alike_on_every_transport(serve: Any) -> None:
+    # A tuple of two (key, priority) pairs is two pairs (keys come as arrays
+    # to mean (keys, priorities)); any mapping is {key: priority}. gRPC's
+    # client once read the first as (keys, priorities): [k0, 0.5] as keys.
+    server, client = serve(*tables())
+    for value in range(3):
+        client.insert(value, priorities={"prio": 1.0})
+    k0, k1, k2 = keys(server, "prio")
+    client.mutate_priorities("prio", ((k0, 0.5), (k1, 0.25)))
+    assert priorities_by_key(server, "prio") == {k0: 0.5, k1: 0.25, k2: 1.0}
+    client.mutate_priorities("prio", types.MappingProxyType({k2: 3.0}))
+    client.mutate_priorities("prio", (np.array([k0]), np.array([2.0])))
+    assert priorities_by_key(server, "prio") == {k0: 2.0, k1: 0.25, k2: 3.0}
+
+
+@pytest.mark.parametrize(
+    ("updates", "deletes", "message"),
+    [
+        ({"a": 1.0}, None, r"updates key must be an integer in \[0, 2\*\*64\), got 'a'"),
+        ({-1: 1.0}, None, r"updates key must be an integer in \[0, 2\*\*64\), got -1"),
+        ({1: "x"}, None, "updates priority must be a number, got 'x'"),
+        ([1, 2], None, r"updates must be a dict \{key: priority\}, a pair of arrays"),
+        (None, ["a"], r"deletes key must be an integer in \[0, 2\*\*64\), got 'a'"),
+    ],
+)
+def test_mutate_priorities_names_bad_keys_and_priorities_on_every_transport(
+    serve: Any, updates: Any, deletes: Any, message: str
+) -> None:
+    server, client = serve(*tables())
+    client.insert(0, priorities={"prio": 1.0})
+    (k0,) = keys(server, "prio")
+    with pytest.raises(ValueError, match=message):
+        client.mutate_priorities("prio", updates, deletes)
+    assert priorities_by_key(server, "prio") == {k0: 1.0}
 
 
 def test_prioritized_sampling_follows_updated_priorities(

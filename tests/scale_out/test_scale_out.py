@@ -177,6 +177,14 @@ def test_samples_come_from_every_server_and_updates_reach_the_right_one(cluster)
         client.update_priorities("replay", {chosen[0]: 2.0, chosen[1]: float("nan")})
     assert priorities_on(cluster, 0).get(chosen[0], 5.0) == 5.0
 
+    # Pairs are pairs here too, and a bad key is named before anything goes.
+    client.update_priorities("replay", ((chosen[0], 6.0), (chosen[1], 6.5)))
+    assert {**priorities_on(cluster, 0), **priorities_on(cluster, 1), **priorities_on(cluster, 2)}[
+        chosen[1]
+    ] == 6.5
+    with pytest.raises(ValueError, match="deletes key must be an integer"):
+        client.mutate_priorities("replay", updates={chosen[0]: 1.0}, deletes=[-1])
+
     # Deletes are routed too.
     client.mutate_priorities("replay", deletes=chosen[:4] + unseen)
     assert client.server_info()["replay"].current_size == 60 - 4 - len(unseen)

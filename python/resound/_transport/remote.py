@@ -27,7 +27,6 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import grpc
-import numpy as np
 
 from resound import _core, _proto, specs, wait_warnings
 from resound._transport.gathered_batch import GatheredSampleBatch
@@ -54,7 +53,7 @@ from resound.priority_histogram import PriorityHistogram
 from resound.table_info import TableInfo
 from resound.tls import ClientTls
 
-__all__ = ["RemoteTransport", "client_chunk_store", "update_arrays"]
+__all__ = ["RemoteTransport", "client_chunk_store", "mutation_lists"]
 
 # A client's channel tries a lost server again at least this often (gRPC's
 # default backs off to 2 minutes), so a restarted server is found soon.
@@ -391,12 +390,9 @@ class RemoteTransport(OneServerTransport):
         updates: Mapping[int, float] | Iterable[tuple[int, float]] | tuple[Any, Any] | None,
         deletes: Iterable[int] | None,
     ) -> tuple[int, int]:
-        keys, priorities = update_arrays(updates)
+        keys, priorities, delete_keys = mutation_lists(updates, deletes)
         request = _proto.MutatePrioritiesRequest(
-            table=table,
-            update_keys=keys,
-            update_priorities=priorities,
-            delete_keys=[] if deletes is None else [int(k) for k in deletes],
+            table=table, update_keys=keys, update_priorities=priorities, delete_keys=delete_keys
         )
         what = f"MutatePriorities of {table!r}"
         call = self._idle_mutate_calls.take()
@@ -580,23 +576,14 @@ class RemoteTransport(OneServerTransport):
         return info
 
 
-def update_arrays(updates: Any) -> tuple[list[int], list[float]]:
-    if updates is None:
-        return [], []
-    if isinstance(updates, tuple) and len(updates) == 2 and hasattr(updates[0], "__len__"):
-        keys = np.asarray(updates[0]).astype(np.uint64, copy=False).ravel().tolist()
-        priorities = np.asarray(updates[1], dtype=np.float64).ravel().tolist()
-        if len(keys) != len(priorities):
-            raise ValueError(
-                f"updates: {len(keys)} keys but {len(priorities)} priorities; they must pair up"
-            )
-        return keys, priorities
-    if isinstance(updates, Mapping):
-        # map() converts in C: a learner's 100-key update each step costs
-        # about a tenth of the loop's time.
-        return list(map(int, updates.keys())), list(map(float, updates.values()))
-    keys, priorities = [], []
-    for key, priority in updates:
-        keys.append(int(key))
-        priorities.append(float(priority))
-    return keys, priorities
+def mutation_lists(updates: Any, deletes: Any) -> tuple[list[int], list[float], list[int]]:
+    """A MutatePrioritiesRequest's update keys, update priorities and delete
+    keys from mutate_priorities' arguments (None: none), read and checked by
+    the core as the embedded and same-host transports read them: the same
+    forms, the same ValueError naming a bad key or priority.
+
+    Example:
+        >>> mutation_lists(((7, 0.5), (8, 0.25)), [9])
+        ([7, 8], [0.5, 0.25], [9])
+    """
+    return _core.priority_updates(updates, deletes)

@@ -53,7 +53,7 @@ import numpy as np
 
 from resound import _core
 from resound._transport.members import Member, log_failover
-from resound._transport.remote import RemoteTransport, update_arrays
+from resound._transport.remote import RemoteTransport, mutation_lists
 from resound._transport.targets import Target, resolve_name
 from resound._transport.waiting import Outage, deadline_after, remaining
 from resound._transport.worker_pool import WorkerPool
@@ -558,7 +558,7 @@ class ServerSet:
         server its key was sampled from, and those of unknown keys to every
         server; a server that is away is skipped. Returns (updated, deleted)
         summed over the servers (each key is held by one)."""
-        listed_keys, listed_priorities = update_arrays(updates)
+        listed_keys, listed_priorities, delete_keys = mutation_lists(updates, deletes)
         keys = np.asarray(listed_keys, np.uint64)
         priorities = np.asarray(listed_priorities, np.float64)
         meta = self.table_info_for_writer(table)
@@ -572,14 +572,13 @@ class ServerSet:
                 f"updates: the priority of key {int(keys[index])} for table {table!r} must be "
                 f"{allowed}, got {priorities[index]}; nothing was changed"
             )
-        return self._route_mutations(table, keys, priorities, deletes or ())
+        return self._route_mutations(table, keys, priorities, delete_keys)
 
     def _route_mutations(
-        self, table: str, keys: np.ndarray, priorities: np.ndarray, deletes: Iterable[int]
+        self, table: str, keys: np.ndarray, priorities: np.ndarray, delete_keys: list[int]
     ) -> tuple[int, int]:
         """Routes each update and delete to the server its key was sampled
         from, and those of unknown keys to every server."""
-        delete_keys = [int(k) for k in deletes]
         with self._lock:
             owners = self._owners
             update_owner = [owners.get(k) for k in keys.tolist()]
