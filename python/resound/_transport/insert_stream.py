@@ -121,7 +121,6 @@ class InsertStream:
         # transport's lock).
         self.callers = 0
         self._call: Any = None  # the Insert call now open (close cancels it)
-        self._local = False  # whether it is a same-host call (a StreamCall)
         self._receiver = threading.Thread(
             target=self._run, name="resound-insert-stream", daemon=True
         )
@@ -226,11 +225,7 @@ class InsertStream:
         DeadlineExceededError after ``timeout`` seconds (None: no limit)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._mutex:  # (the Condition's lock, without its Python __enter__)
-            if (
-                self._local
-                and self._writer_turn_locked(keep, timeout)
-                and self._encoder.in_flight <= keep
-            ):
+            if self._writer_turn_locked(keep, timeout) and self._encoder.in_flight <= keep:
                 if self._error is not None:
                     raise self._error
                 return
@@ -291,14 +286,11 @@ class InsertStream:
         where _exchange_locked and _send_ahead_locked cost a dozen. False if
         it cannot take a turn now (see _exchange_locked), or if its exchange
         failed (the error is recorded: the stream's thread raises it)."""
-        call = self._call
+        call = self._exchangeable_call_locked()
         if (
-            self._exchange_owner is not None
+            call is None
+            or self._exchange_owner is not None
             or self._rest_pending
-            or self._error is not None
-            or self._exchange_error is not None
-            or self._closed
-            or call.done()
             or call.answer_in_parts
         ):
             return False
@@ -497,7 +489,6 @@ class InsertStream:
                 responses = self._transport._insert_call(self._requests(generation))
                 with self._lock:
                     self._call = responses
-                    self._local = hasattr(responses, "exchange")
                     closed = self._closed
                 if closed:
                     responses.cancel()

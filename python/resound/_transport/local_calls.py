@@ -261,10 +261,9 @@ class StreamCall:
         requests of the stream's own and with no answer in parts unread;
         LocalRpcError if the call failed, ValueError for a malformed answer.
         """
-        if self._cancelled:
-            self._end()
-            raise LocalRpcError(grpc.StatusCode.CANCELLED, "the call was cancelled")
-        client = self._client if self._client is not None else self._connection()
+        if self._client is None:
+            self._connection()  # (a writer's turn may come before the stream's first request)
+        client = self._open_client()
         try:
             confirmed, sent, self._awaiting = client.exchange_insert(
                 self._number, encoder, keep, max_items, max_bytes, wait

@@ -53,7 +53,7 @@ from resound.priority_histogram import PriorityHistogram
 from resound.table_info import TableInfo
 from resound.tls import ClientTls
 
-__all__ = ["RemoteTransport", "client_chunk_store", "mutation_lists"]
+__all__ = ["RemoteTransport", "client_chunk_store"]
 
 # A client's channel tries a lost server again at least this often (gRPC's
 # default backs off to 2 minutes), so a restarted server is found soon.
@@ -390,7 +390,8 @@ class RemoteTransport(OneServerTransport):
         updates: Mapping[int, float] | Iterable[tuple[int, float]] | tuple[Any, Any] | None,
         deletes: Iterable[int] | None,
     ) -> tuple[int, int]:
-        keys, priorities, delete_keys = mutation_lists(updates, deletes)
+        # (Read and checked by the core, as the other transports read them.)
+        keys, priorities, delete_keys = _core.priority_updates(updates, deletes)
         request = _proto.MutatePrioritiesRequest(
             table=table, update_keys=keys, update_priorities=priorities, delete_keys=delete_keys
         )
@@ -574,16 +575,3 @@ class RemoteTransport(OneServerTransport):
                 f"{', '.join(sorted(self._infos))}."
             )
         return info
-
-
-def mutation_lists(updates: Any, deletes: Any) -> tuple[list[int], list[float], list[int]]:
-    """A MutatePrioritiesRequest's update keys, update priorities and delete
-    keys from mutate_priorities' arguments (None: none), read and checked by
-    the core as the embedded and same-host transports read them: the same
-    forms, the same ValueError naming a bad key or priority.
-
-    Example:
-        >>> mutation_lists(((7, 0.5), (8, 0.25)), [9])
-        ([7, 8], [0.5, 0.25], [9])
-    """
-    return _core.priority_updates(updates, deletes)

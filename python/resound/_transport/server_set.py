@@ -53,7 +53,7 @@ import numpy as np
 
 from resound import _core
 from resound._transport.members import Member, log_failover
-from resound._transport.remote import RemoteTransport, mutation_lists
+from resound._transport.remote import RemoteTransport
 from resound._transport.targets import Target, resolve_name
 from resound._transport.waiting import Outage, deadline_after, remaining
 from resound._transport.worker_pool import WorkerPool
@@ -558,7 +558,7 @@ class ServerSet:
         server its key was sampled from, and those of unknown keys to every
         server; a server that is away is skipped. Returns (updated, deleted)
         summed over the servers (each key is held by one)."""
-        listed_keys, listed_priorities, delete_keys = mutation_lists(updates, deletes)
+        listed_keys, listed_priorities, delete_keys = _core.priority_updates(updates, deletes)
         keys = np.asarray(listed_keys, np.uint64)
         priorities = np.asarray(listed_priorities, np.float64)
         meta = self.table_info_for_writer(table)
