@@ -114,12 +114,12 @@ std::pair<size_t, bool> InsertStep(LocalClient& client, const py::list& items, c
     fields.push_back({ToKey(chunk_keys[i], "chunk key"), dtype, std::move(shape),
                       {static_cast<const std::byte*>(views.back()->data()), views.back()->size()}});
   }
-  const local::StepInsertRequest request(std::move(fields), ToKey(episode_id, "episode_id"), item_list);
+  const local::StepInsertRequest request(std::move(fields), ToKey(episode_id, "episode_id"), std::move(item_list));
   const Deadline deadline = ToDeadline(wait);
   const auto send = [&] {
     client.EnsureRequestCapacity(request.bytes(), Deadline::Never());
     request.Write({client.request_buffer(), request.bytes()});
-    client.Start(local::kInsert, request.bytes(), LocalClient::Layout::kDataTail);
+    client.Start(local::kInsertStep, request.bytes(), LocalClient::Layout::kDataTail);
   };
   // A step of a few KB is written with the GIL held: handing it over and
   // taking it back would cost more than the copy.

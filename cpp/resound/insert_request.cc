@@ -110,6 +110,16 @@ InsertRequestMessage ReadInsertRequest(std::span<const uint8_t> message) {
   return out;
 }
 
+void CheckReceivedItem(const ItemRequest& request) {
+  if (request.trajectory.empty()) {
+    throw InvalidArgumentError("item " + std::to_string(request.key) + " has no columns");
+  }
+  if (!std::isfinite(request.priority)) {
+    throw InvalidArgumentError("item " + std::to_string(request.key) + ": priority must be finite, got " +
+                               std::to_string(request.priority));
+  }
+}
+
 std::vector<ItemRequest> ReceivedItemRequests(std::span<const uint64_t> keys, std::span<const double> priorities,
                                               const PackedTrajectories& trajectories, const ChunkHolder& holder,
                                               size_t begin, size_t end) {
@@ -123,13 +133,7 @@ std::vector<ItemRequest> ReceivedItemRequests(std::span<const uint64_t> keys, st
   requests.reserve(end - begin);
   for (size_t i = begin; i < end; ++i) {
     ItemRequest request{keys[i], priorities[i], trajectories.Get(i)};
-    if (request.trajectory.empty()) {
-      throw InvalidArgumentError("item " + std::to_string(request.key) + " has no columns");
-    }
-    if (!std::isfinite(request.priority)) {
-      throw InvalidArgumentError("item " + std::to_string(request.key) + ": priority must be finite, got " +
-                                 std::to_string(request.priority));
-    }
+    CheckReceivedItem(request);
     holder.CheckHolds(request.key, request.trajectory);
     requests.push_back(std::move(request));
   }

@@ -49,10 +49,14 @@ struct InsertRequestMessage {
 // the items' slices when they go in (Table::InsertPacked).
 InsertRequestMessage ReadInsertRequest(std::span<const uint8_t> message);
 
+// Checks an item a client sent as a server does: it has columns and a finite
+// priority; InvalidArgumentError naming the item otherwise.
+void CheckReceivedItem(const ItemRequest& request);
+
 // Items [begin, end) of a received batch as requests for Table::Prepare,
-// each checked as a server checks what a client sent: it has columns, a
-// finite priority, and every chunk it uses is one `holder` holds (its
-// stream sent it). InvalidArgumentError naming the item otherwise.
+// each checked as a server checks what a client sent (CheckReceivedItem),
+// and every chunk it uses one `holder` holds (its stream sent it);
+// InvalidArgumentError naming the item otherwise.
 std::vector<ItemRequest> ReceivedItemRequests(std::span<const uint64_t> keys, std::span<const double> priorities,
                                               const PackedTrajectories& trajectories, const ChunkHolder& holder,
                                               size_t begin, size_t end);

@@ -514,7 +514,8 @@ void StepInsertsLeaveNothingInTheSession(const std::string& dir) {
   RESOUND_CHECK(request.bytes() <= client.request_capacity());
   request.Write({client.request_buffer(), request.bytes()});
   std::vector<uint64_t> keys;
-  LocalClient::Response answer = client.Call(kInsert, request.bytes(), Soon(), {}, LocalClient::Layout::kDataTail);
+  LocalClient::Response answer =
+      client.Call(kInsertStep, request.bytes(), Soon(), {}, LocalClient::Layout::kDataTail);
   while (true) {
     ProtoReader confirmed({reinterpret_cast<const uint8_t*>(answer.payload.data()), answer.payload.size()},
                           "InsertResponse");
@@ -539,6 +540,53 @@ void StepInsertsLeaveNothingInTheSession(const std::string& dir) {
                         .data = std::as_bytes(std::span(obs))}},
                       0, {{"t", 2, 1.0}});
   }));
+}
+
+// A step whose items a rate limiter holds up: the items before go in at
+// once and are confirmed in a first part, the rest once a sample makes
+// room, in order; the session holds the step's chunks until the last item
+// is in and lets them go then.
+void StepInsertsHeldUpGoOnWhenThereIsRoom(const std::string& dir) {
+  Fixture fixture(dir + "/held.sock");
+  TableConfig config;
+  config.name = "queue";
+  config.sampler = {SelectorKind::kFifo, 1.0, 1};
+  config.remover = {SelectorKind::kFifo, 1.0, 2};
+  config.max_size = 1;
+  config.rate_limiter = RateLimiterConfig::Queue(1);
+  const auto queue = std::make_shared<Table>(config, fixture.store);
+  fixture.service->SetTables({{"t", fixture.table}, {"queue", queue}});
+  LocalClient client(fixture.server->path(), 1 << 12, 1 << 12, Soon());
+  const std::vector<float> obs(kWidth, 2.0F);
+  const StepInsertRequest request(
+      {{.key = 940, .dtype = DType::Parse("<f4"), .shape = {kWidth}, .data = std::as_bytes(std::span(obs))}},
+      /*episode_id=*/5, {{"t", 950, 1.0}, {"queue", 951, 1.0}, {"queue", 952, 1.0}, {"t", 953, 1.0}});
+  request.Write({client.request_buffer(), request.bytes()});
+  const auto confirmed = [](const LocalClient::Response& answer) {
+    std::vector<uint64_t> keys;
+    ProtoReader reader({reinterpret_cast<const uint8_t*>(answer.payload.data()), answer.payload.size()},
+                       "InsertResponse");
+    while (reader.Next()) reader.AppendVarints(keys);
+    return keys;
+  };
+  LocalClient::Response answer =
+      client.Call(kInsertStep, request.bytes(), Soon(), {}, LocalClient::Layout::kDataTail);
+  RESOUND_CHECK(answer.more && (confirmed(answer) == std::vector<uint64_t>{950, 951}));
+  RESOUND_CHECK(fixture.table->Info().current_size == 21 && queue->Info().current_size == 1);
+  const auto chunk = fixture.store->Find(940);
+  RESOUND_CHECK(chunk != nullptr);
+  // A sample makes room: the rest of the step goes in.
+  RESOUND_CHECK(queue->Sample(1, Soon()).size() == 1);
+  std::vector<uint64_t> rest;
+  do {
+    answer = client.Continue(Soon());
+    for (const uint64_t key : confirmed(answer)) rest.push_back(key);
+  } while (answer.more);
+  RESOUND_CHECK((rest == std::vector<uint64_t>{952, 953}));
+  RESOUND_CHECK(fixture.table->Info().current_size == 22 && queue->Info().current_size == 1);
+  fixture.table->Reset();
+  queue->Reset();
+  RESOUND_CHECK(chunk.use_count() == 1);  // the session let go of it
 }
 
 // Clients sampling and updating priorities at once while items go in and
@@ -579,6 +627,7 @@ int main() {
   resound::local::MutatePrioritiesInCpp(dir);
   resound::local::InsertsWithADataTail(dir);
   resound::local::StepInsertsLeaveNothingInTheSession(dir);
+  resound::local::StepInsertsHeldUpGoOnWhenThereIsRoom(dir);
   resound::local::WritersExchangeInOneCall(dir);
   resound::local::InsertsNamingPayloadsInTheArena(dir);
   resound::local::RegionsGrowOnlyUpToTheLimit(dir);

@@ -326,6 +326,20 @@ def send(sock: socket.socket, data: bytes, fds: list[int] = ()) -> None:  # type
         sock.sendmsg([data], ancillary)
 
 
+def step_request(rng: random.Random, table: bytes) -> bytes:
+    """An InsertStep request of one float32 field of 4 values into `table`
+    (docs/local-transport.md), with its data tail, 0-3 of its bytes changed."""
+    message = struct.pack("<QII", rng.getrandbits(64), 1, 1)
+    message += struct.pack("<QQ16sII", rng.getrandbits(64), 16, b"<f4", 1, 0)
+    message += struct.pack("<q", 4)
+    message += struct.pack("<QdII", rng.getrandbits(64), 1.0, len(table), 0) + table.ljust(8, b"\0")
+    payload = np.arange(4, dtype="<f4").tobytes()
+    data = bytearray(struct.pack("<Q", len(message)) + message + payload)
+    for _ in range(rng.randrange(4)):
+        data[rng.randrange(len(data))] = rng.randrange(256)
+    return bytes(data)
+
+
 def test_random_frames_leave_the_tables_intact():
     server = resound.Server([replay()])
     try:
@@ -363,7 +377,7 @@ def test_random_frames_leave_the_tables_intact():
                 # the rung frame's header.
                 rung = frame(
                     rng.choice([3, 4, 6, 7]),
-                    method=rng.choice([0, 1, 2, 4, 11, 99]),
+                    method=rng.choice([0, 1, 2, 4, 11, 12, 12, 99]),
                     flags=rng.choice([0, 1, 4, 5, 8, 16, 21]),
                     offset=rng.choice([0, 4000]),
                     length=rng.choice([0, 16, 200, 5000]),
@@ -373,7 +387,7 @@ def test_random_frames_leave_the_tables_intact():
                 data = bytearray(
                     frame(
                         rng.choice([1, 2, 3, 4, 5, 7, 8, 9]),
-                        method=rng.choice([0, 1, 2, 3, 4, 6, 11, 99]),
+                        method=rng.choice([0, 1, 2, 3, 4, 6, 11, 12, 99]),
                         flags=rng.choice([0, 1, 2, 3, 4, 5, 8, 9, 16, 20, 21, 32]),
                         offset=rng.choice([0, 4000, 2**63]),
                         length=rng.choice([0, 16, 200, 5000, 2**40]),
@@ -390,6 +404,66 @@ def test_random_frames_leave_the_tables_intact():
         )
         after = sorted(item.key for item in server.table("replay")._core.snapshot())
         assert after == before
+        insert_and_sample(client, 9.0)
+        client.close()
+    finally:
+        server.stop()
+
+
+def test_changed_step_inserts_leave_the_tables_intact():
+    server = resound.Server([replay()])
+    try:
+        client = resound.Client(f"127.0.0.1:{server.port}", transport="local")
+        for value in range(5):
+            client.insert({"x": np.full(4, value, np.float32)}, priorities={"replay": 1.0})
+        before = sorted(item.key for item in server.table("replay")._core.snapshot())
+        gc.collect()
+        chunks = len(shared_chunk_store())
+        connections = server._local.num_connections
+        path = server.local_address[len("unix://") :]
+        rng = random.Random(12)
+        region = sealed_region(_CONTROL + 4096)
+        # Asleep, says this side's control page: the server sends a wake (or
+        # an error) over the socket with its answer, which the test waits for.
+        os.pwrite(region, struct.pack("<I", 1), 64)
+        hello = frame(1, length=16) + struct.pack("<QQ", 4096, 4096)
+        answered = ended = 0
+        for _ in range(200):
+            os.pwrite(region, struct.pack("<Q", 0), 0)  # no frame rung yet on a new connection
+            with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as sock:
+                sock.settimeout(SAFETY)
+                sock.connect(path)
+                send(sock, hello, [region])
+                _, fds, _, _ = sock.recvmsg(70_000, 64)
+                for _, _, data in fds:
+                    for fd in array.array("i", data):
+                        os.close(fd)
+                # Into a table that does not exist: an unchanged request goes
+                # as far as the server takes one (its chunks made, then let go).
+                request = step_request(rng, b"absent")
+                os.pwrite(region, request, _CONTROL)
+                # A request in the region (flag 1) with a data tail (flag 4).
+                rung = frame(3, method=12, flags=1 | 4, length=len(request))
+                os.pwrite(region, struct.pack("<Q", 1) + rung, 0)
+                send(sock, frame(7))  # a wake, in case the server slept already
+                try:
+                    answer = sock.recv(70_000)
+                except ConnectionResetError:
+                    answer = b""
+                if not answer:  # a malformed frame: the server ended the connection
+                    ended += 1
+                    continue
+                # A response, or an error (INVALID_ARGUMENT, NOT_FOUND, ...).
+                answered += _HEADER.unpack_from(answer)[2] in (4, 5)
+        os.close(region)
+        assert answered + ended == 200 and answered > 150
+        wait_until(
+            lambda: server._local.num_connections == connections, "the fuzzed connections to end"
+        )
+        after = sorted(item.key for item in server.table("replay")._core.snapshot())
+        assert after == before
+        gc.collect()
+        assert len(shared_chunk_store()) == chunks  # the refused steps' chunks went
         insert_and_sample(client, 9.0)
         client.close()
     finally:

@@ -18,8 +18,9 @@ namespace resound::local {
 
 struct Frame {
   static constexpr uint32_t kMagic = 0x464c5352;  // "RSLF"
-  // 2: kDataTail; 3: Doorbell's control pages, kWake; 4: packed mutate; 5: kArena, kArenaRefs
-  static constexpr uint16_t kVersion = 5;
+  // 2: kDataTail; 3: Doorbell's control pages, kWake; 4: packed mutate; 5: kArena, kArenaRefs;
+  // 6: step inserts
+  static constexpr uint16_t kVersion = 6;
   static constexpr size_t kHeaderBytes = 40;
   // Larger payloads go through shared memory (a socket buffer holds ~200 KB).
   static constexpr size_t kMaxInlineBytes = 64 * 1024;

@@ -15,6 +15,7 @@
 #include "resound/local/packed_mutate_request.h"
 #include "resound/local/shared_memory.h"
 #include "resound/local/status_codes.h"
+#include "resound/local/step_insert_request.h"
 #include "resound/proto_reader.h"
 #include "resound/proto_writer.h"
 #include "resound/sample_response.h"
@@ -248,6 +249,16 @@ class ReplayLocalService::InsertProgress : public std::enable_shared_from_this<I
   InsertProgress(const ReplayLocalService& service, ChunkHolder& holder, InsertRequestMessage message)
       : service_(service), holder_(holder), message_(std::move(message)) {}
 
+  // Goes on from run `run`, of `table`, whose items are `prepared` and of
+  // which the first `applied` are in (the runs before it all are).
+  void ResumeAt(size_t run, std::shared_ptr<Table> table, std::vector<Table::PreparedInsert> prepared,
+                size_t applied) noexcept {
+    run_ = run;
+    table_ = std::move(table);
+    prepared_ = std::move(prepared);
+    applied_ = applied;
+  }
+
   void Advance(LocalReply& reply) {
     while (run_ < message_.runs.size()) {
       const TableRun& run = message_.runs[run_];
@@ -314,6 +325,9 @@ class ReplayLocalService::Session final : public LocalSession {
     switch (method) {
       case kInsert:
         Insert(request, reply);
+        return;
+      case kInsertStep:
+        InsertStep(request, reply);
         return;
       case kSample:
       case kSampleStream:
@@ -391,16 +405,7 @@ class ReplayLocalService::Session final : public LocalSession {
       for (size_t i = 0; i < chunks.keys.size() && i < chunks.data_sizes.size(); ++i) {
         if (!store.Find(chunks.keys[i])) brought += chunks.data_sizes[i];
       }
-      const int64_t held = store.memory_bytes();
-      if (brought > 0 && held + brought > *service_.max_bytes_) {
-        // Before anything of the message is stored, as over gRPC.
-        throw StatusError(kResourceExhausted,
-                          "the server holds " + std::to_string(held) + " bytes of chunks and this message brings " +
-                              std::to_string(brought) + " more, past its max_bytes of " +
-                              std::to_string(*service_.max_bytes_) +
-                              "; nothing of the message was stored (free room: reset or sample from queues, or "
-                              "raise max_bytes)");
-      }
+      CheckRoomFor(brought);
     }
     if (reply.arena_refs()) {
       for (auto& chunk : wire::MakeChunks(message.chunks, payloads, store)) holder_.Hold(std::move(chunk));
@@ -410,6 +415,103 @@ class ReplayLocalService::Session final : public LocalSession {
     message.chunk_data = {};  // it points into the request, which the next one overwrites
     auto progress = std::make_shared<InsertProgress>(service_, holder_, std::move(message));
     progress->Advance(reply);
+  }
+
+  // Refuses a message that brings `brought` bytes of new chunks past the
+  // server's max_bytes, before anything of it is stored (as over gRPC).
+  void CheckRoomFor(int64_t brought) const {
+    const int64_t held = service_.store_->memory_bytes();
+    if (brought > 0 && held + brought > *service_.max_bytes_) {
+      throw StatusError(kResourceExhausted,
+                        "the server holds " + std::to_string(held) + " bytes of chunks and this message brings " +
+                            std::to_string(brought) + " more, past its max_bytes of " +
+                            std::to_string(*service_.max_bytes_) +
+                            "; nothing of the message was stored (free room: reset or sample from queues, or "
+                            "raise max_bytes)");
+    }
+  }
+
+  // client.insert's step: its chunks made and its items inserted at once,
+  // without an InsertRequest's vectors (the items alone hold the chunks).
+  // When a rate limiter holds an item up, the rest goes on as an
+  // InsertRequest's would (InsertProgress), the session holding the chunks
+  // until the last item is in.
+  void InsertStep(std::span<const std::byte> raw, LocalReply& reply) {
+    if (reply.arena_refs()) throw InvalidArgumentError("a step insert carries its payloads in its data tail");
+    const StepInsertRequest step = StepInsertRequest::Read(raw, reply.data_tail());
+    const auto& fields = step.fields();
+    const auto& items = step.items();
+    ChunkStore& store = *service_.store_;
+    if (service_.max_bytes_) {
+      int64_t brought = 0;
+      for (const auto& field : fields) {
+        if (!store.Find(field.key)) brought += static_cast<int64_t>(field.data.size());
+      }
+      CheckRoomFor(brought);
+    }
+    std::vector<std::shared_ptr<const Chunk>> chunks;
+    chunks.reserve(fields.size());
+    Trajectory trajectory;  // every item's: each field's chunk, whole
+    trajectory.reserve(fields.size());
+    for (size_t i = 0; i < fields.size(); ++i) {
+      try {
+        chunks.push_back(store.Insert(step.ChunkOf(i), fields[i].data));
+      } catch (const InvalidArgumentError& error) {
+        throw InvalidArgumentError("chunk " + std::to_string(fields[i].key) + " is invalid: " + error.what());
+      }
+      trajectory.push_back({{{fields[i].key, 0, 1}}, false});
+    }
+    // Runs of items of one table, in order, as an InsertRequest's.
+    std::vector<TableRun> runs;
+    std::vector<std::string> tables;
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (!runs.empty() && items[i].table == tables[runs.back().table]) {
+        runs.back().end = i + 1;
+        continue;
+      }
+      const auto index = static_cast<size_t>(std::find(tables.begin(), tables.end(), items[i].table) - tables.begin());
+      if (index == tables.size()) tables.push_back(items[i].table);
+      runs.push_back({index, i, i + 1});
+    }
+    for (size_t r = 0; r < runs.size(); ++r) {
+      const TableRun& run = runs[r];
+      std::shared_ptr<Table> table = service_.Find(tables[run.table]);
+      std::vector<ItemRequest> requests;
+      requests.reserve(run.end - run.begin);
+      for (size_t i = run.begin; i < run.end; ++i) {
+        requests.push_back({items[i].key, items[i].priority, trajectory});
+        CheckReceivedItem(requests.back());
+      }
+      std::vector<Table::PreparedInsert> prepared = table->Prepare(std::move(requests));
+      const InsertBatchResult result = table->InsertPrepared(prepared, 0, Deadline::AfterSeconds(0.0));
+      if (result.error && !IsDeadlineExceeded(result.error)) std::rethrow_exception(result.error);
+      if (result.error) {
+        // Held up: the rest as an InsertRequest's, the chunks in the session.
+        InsertRequestMessage message;
+        message.tables = std::move(tables);
+        message.runs = std::move(runs);
+        message.trajectories.Reserve(items.size(), items.size() * fields.size());
+        for (const auto& item : items) {
+          message.keys.push_back(item.key);
+          message.priorities.push_back(item.priority);
+          message.trajectories.Append(trajectory);
+        }
+        for (auto& chunk : chunks) {
+          message.release_chunk_keys.push_back(chunk->key());
+          holder_.Hold(std::move(chunk));
+        }
+        auto progress = std::make_shared<InsertProgress>(service_, holder_, std::move(message));
+        progress->ResumeAt(r, std::move(table), std::move(prepared), result.num_applied);
+        progress->Advance(reply);
+        return;
+      }
+    }
+    std::vector<uint64_t> keys;
+    keys.reserve(items.size());
+    for (const auto& item : items) keys.push_back(item.key);
+    ProtoWriter response;
+    response.PackedVarints(wire::insert_response::kItemKeys, keys);
+    SendBytes(reply, response.data());
   }
 
   // As the gRPC servicer's MutatePriorities, without the GIL: a learner's

@@ -54,6 +54,9 @@ enum ReplayMethod : uint32_t {
   // MutatePriorities with a PackedMutateRequest (resound/local/
   // packed_mutate_request.h), answered with a MutatePrioritiesResponse.
   kMutatePrioritiesPacked = 11,
+  // client.insert's one step as a StepInsertRequest (resound/local/
+  // step_insert_request.h), answered with InsertResponses as kInsert.
+  kInsertStep = 12,
 };
 
 // What precedes the SampleRequest of a SampleInto request.
