@@ -14,6 +14,7 @@ and even a batch of 100 MB leaves the cache before its samples are read.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -81,6 +82,9 @@ def sample_generator(
             if stacked is not None:
                 sizer.observe(_nbytes(stacked, len(batch)))
                 stacked = _codec.strings_as_objects(stacked)
+                if not emit_timesteps and stacked:
+                    yield from _stacked_samples(infos, stacked, signature)
+                    continue
             decoded: dict[int, np.ndarray] = {}  # each chunk decoded once per batch
             for index, info in enumerate(infos):
                 item = None
@@ -100,18 +104,43 @@ def sample_generator(
                     yield ReplaySample(info, _batch_assembly.pack(signature, columns))
 
 
-def _infos(batch: Any) -> list[SampleInfo]:
-    return [
-        SampleInfo(*fields)
-        for fields in zip(
-            batch.keys.tolist(),
-            batch.probabilities.tolist(),
-            batch.table_sizes.tolist(),
-            batch.priorities.tolist(),
-            batch.times_sampled.tolist(),
-            strict=False,
-        )
+def _stacked_samples(
+    infos: list[SampleInfo], stacked: list[np.ndarray], signature: Any
+) -> Iterator[ReplaySample]:
+    """The samples of a batch whose columns stacked: each sample's columns
+    are views of the stacked arrays (``column[index, ...]``), the rows of a
+    column of more than one axis made in C by iterating it; with
+    ``map`` and ``zip`` no Python frame runs per sample (a third of
+    ``sample``'s time per sample of a 4 KB batch went to that)."""
+    count = len(infos)
+    rows = [
+        list(column) if column.ndim > 1 else [column[index, ...] for index in range(count)]
+        for column in stacked
     ]
+    columns: Iterator[Any] = map(list, zip(*rows, strict=True))
+    if signature is not None:
+        columns = map(functools.partial(_batch_assembly.pack, signature), columns)
+    return map(_make_sample, zip(infos, columns, strict=True))
+
+
+_make_sample = ReplaySample._make
+_make_info = SampleInfo._make
+
+
+def _infos(batch: Any) -> list[SampleInfo]:
+    return list(
+        map(
+            _make_info,
+            zip(
+                batch.keys.tolist(),
+                batch.probabilities.tolist(),
+                batch.table_sizes.tolist(),
+                batch.priorities.tolist(),
+                batch.times_sampled.tolist(),
+                strict=False,
+            ),
+        )
+    )
 
 
 def _timesteps(

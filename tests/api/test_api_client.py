@@ -305,6 +305,40 @@ def test_sample_of_string_columns_past_the_first_batch(serve: Any) -> None:
     assert counters(server, "t")["samples"] == 30
 
 
+def test_samples_of_a_stacked_batch_keep_each_column_s_form(serve: Any) -> None:
+    # A batch whose columns stack gives each sample its rows: a column of
+    # several steps keeps its time axis, a squeezed one is a 0-d array (not
+    # a numpy scalar), whether or not the data is unpacked by a signature.
+    signature = {
+        "action": resound.TensorSpec((), np.int64),
+        "obs": resound.TensorSpec((2, 2, 3), np.float32),
+    }
+    _, client = serve(resound.Table.queue("t", 100, signature=signature))
+    with client.trajectory_writer(2) as writer:
+        for i in range(6):
+            writer.append({"action": np.int64(i), "obs": np.full((2, 3), i, np.float32)})
+            if i:
+                writer.create_item(
+                    "t",
+                    1.0,
+                    {"action": writer.history["action"][-1], "obs": writer.history["obs"][-2:]},
+                )
+    flat = list(client.sample("t", num_samples=3, emit_timesteps=False))
+    nested = list(
+        client.sample("t", num_samples=2, emit_timesteps=False, unpack_as_table_signature=True)
+    )
+    for i, sample in enumerate(flat):
+        action, obs = sample.data
+        assert type(action) is np.ndarray and action.shape == () and int(action) == i + 1
+        assert obs.shape == (2, 2, 3) and obs.dtype == np.float32
+        np.testing.assert_array_equal(obs[:, 0, 0], [i, i + 1])
+    for i, sample in enumerate(nested, start=3):
+        assert set(sample.data) == {"action", "obs"}
+        assert sample.data["action"].shape == () and int(sample.data["action"]) == i + 1
+        np.testing.assert_array_equal(sample.data["obs"][:, 1, 2], [i, i + 1])
+    assert len({s.info.key for s in flat + nested}) == 5
+
+
 def test_more_samples_than_one_pass_takes_are_all_returned(serve: Any) -> None:
     # A table gives at most MAX_SAMPLES_PER_CALL samples per pass: the client
     # asks again until it has them all, over every transport.
