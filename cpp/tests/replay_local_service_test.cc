@@ -139,6 +139,20 @@ struct Fixture {
     service->SetTables({{"t", table}, {"ragged", ragged}});
     server = std::make_unique<LocalServer>(LocalServerOptions{path, {}, 16, limits, "token"}, service);
   }
+
+  // Serves "t" and a new "queue" of one item (a Queue(1) limiter) instead
+  // of "ragged"; returns the queue.
+  std::shared_ptr<Table> ServeQueue() {
+    TableConfig config;
+    config.name = "queue";
+    config.sampler = {SelectorKind::kFifo, 1.0, 1};
+    config.remover = {SelectorKind::kFifo, 1.0, 2};
+    config.max_size = 1;
+    config.rate_limiter = RateLimiterConfig::Queue(1);
+    auto queue = std::make_shared<Table>(config, store);
+    service->SetTables({{"t", table}, {"queue", queue}});
+    return queue;
+  }
 };
 
 void GatheredBatchesCarryEveryByte(const std::string& dir) {
@@ -448,14 +462,7 @@ void InsertsNamingPayloadsInTheArena(const std::string& dir) {
 // deadline, on a connection that goes on (the next turn reads it).
 void WritersExchangeInOneCall(const std::string& dir) {
   Fixture fixture(dir + "/exchange.sock");
-  TableConfig config;
-  config.name = "queue";
-  config.sampler = {SelectorKind::kFifo, 1.0, 1};
-  config.remover = {SelectorKind::kFifo, 1.0, 2};
-  config.max_size = 1;
-  config.rate_limiter = RateLimiterConfig::Queue(1);
-  const auto queue = std::make_shared<Table>(config, fixture.store);
-  fixture.service->SetTables({{"t", fixture.table}, {"queue", queue}});
+  const auto queue = fixture.ServeQueue();
   auto client_store = std::make_shared<ChunkStore>();
   InsertRequestEncoder encoder(client_store);
   LocalClient client(fixture.server->path(), 1 << 12, 1 << 12, Soon());
@@ -548,14 +555,7 @@ void StepInsertsLeaveNothingInTheSession(const std::string& dir) {
 // is in and lets them go then.
 void StepInsertsHeldUpGoOnWhenThereIsRoom(const std::string& dir) {
   Fixture fixture(dir + "/held.sock");
-  TableConfig config;
-  config.name = "queue";
-  config.sampler = {SelectorKind::kFifo, 1.0, 1};
-  config.remover = {SelectorKind::kFifo, 1.0, 2};
-  config.max_size = 1;
-  config.rate_limiter = RateLimiterConfig::Queue(1);
-  const auto queue = std::make_shared<Table>(config, fixture.store);
-  fixture.service->SetTables({{"t", fixture.table}, {"queue", queue}});
+  const auto queue = fixture.ServeQueue();
   LocalClient client(fixture.server->path(), 1 << 12, 1 << 12, Soon());
   const std::vector<float> obs(kWidth, 2.0F);
   const StepInsertRequest request(

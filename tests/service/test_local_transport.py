@@ -340,13 +340,19 @@ def step_request(rng: random.Random, table: bytes) -> bytes:
     return bytes(data)
 
 
-def test_random_frames_leave_the_tables_intact():
+def served_with_five_items() -> tuple[resound.Server, resound.Client, list[int]]:
+    """A server of the replay table, a same-host client that inserted five
+    items, and their keys (sorted)."""
     server = resound.Server([replay()])
+    client = resound.Client(f"127.0.0.1:{server.port}", transport="local")
+    for value in range(5):
+        client.insert({"x": np.full(4, value, np.float32)}, priorities={"replay": 1.0})
+    return server, client, sorted(item.key for item in server.table("replay")._core.snapshot())
+
+
+def test_random_frames_leave_the_tables_intact():
+    server, client, before = served_with_five_items()
     try:
-        client = resound.Client(f"127.0.0.1:{server.port}", transport="local")
-        for value in range(5):
-            client.insert({"x": np.full(4, value, np.float32)}, priorities={"replay": 1.0})
-        before = sorted(item.key for item in server.table("replay")._core.snapshot())
         connections = server._local.num_connections  # the client's own, idle
         path = server.local_address[len("unix://") :]
         rng = random.Random(11)
@@ -411,12 +417,8 @@ def test_random_frames_leave_the_tables_intact():
 
 
 def test_changed_step_inserts_leave_the_tables_intact():
-    server = resound.Server([replay()])
+    server, client, before = served_with_five_items()
     try:
-        client = resound.Client(f"127.0.0.1:{server.port}", transport="local")
-        for value in range(5):
-            client.insert({"x": np.full(4, value, np.float32)}, priorities={"replay": 1.0})
-        before = sorted(item.key for item in server.table("replay")._core.snapshot())
         gc.collect()
         chunks = len(shared_chunk_store())
         connections = server._local.num_connections
