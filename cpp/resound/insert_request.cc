@@ -17,8 +17,9 @@ std::span<const uint8_t> Single(const std::vector<std::span<const uint8_t>>& par
   return parts.empty() ? std::span<const uint8_t>() : parts.front();
 }
 
-// The runs of consecutive items of one table.
-std::vector<TableRun> RunsOf(const std::vector<uint32_t>& table_indices) {
+}  // namespace
+
+std::vector<TableRun> RunsOf(std::span<const uint32_t> table_indices) {
   std::vector<TableRun> runs;
   for (size_t i = 0; i < table_indices.size(); ++i) {
     if (runs.empty() || table_indices[i] != runs.back().table) {
@@ -29,8 +30,6 @@ std::vector<TableRun> RunsOf(const std::vector<uint32_t>& table_indices) {
   }
   return runs;
 }
-
-}  // namespace
 
 InsertRequestMessage ReadInsertRequest(std::span<const uint8_t> message) {
   namespace f = wire::insert_request;

@@ -30,6 +30,9 @@ struct TableRun {
   size_t end = 0;
 };
 
+// The runs of consecutive items of one table, given each item's table index.
+std::vector<TableRun> RunsOf(std::span<const uint32_t> table_indices);
+
 // A request as read. `chunk_data` points into the message it was read from,
 // which must outlive it.
 struct InsertRequestMessage {

@@ -462,17 +462,15 @@ class ReplayLocalService::Session final : public LocalSession {
       trajectory.push_back({{{fields[i].key, 0, 1}}, false});
     }
     // Runs of items of one table, in order, as an InsertRequest's.
-    std::vector<TableRun> runs;
-    std::vector<std::string> tables;
-    for (size_t i = 0; i < items.size(); ++i) {
-      if (!runs.empty() && items[i].table == tables[runs.back().table]) {
-        runs.back().end = i + 1;
-        continue;
-      }
-      const auto index = static_cast<size_t>(std::find(tables.begin(), tables.end(), items[i].table) - tables.begin());
-      if (index == tables.size()) tables.push_back(items[i].table);
-      runs.push_back({index, i, i + 1});
+    std::vector<std::string> tables;  // a few: searched in order
+    std::vector<uint32_t> table_indices;
+    table_indices.reserve(items.size());
+    for (const auto& item : items) {
+      const auto index = std::find(tables.begin(), tables.end(), item.table) - tables.begin();
+      if (static_cast<size_t>(index) == tables.size()) tables.push_back(item.table);
+      table_indices.push_back(static_cast<uint32_t>(index));
     }
+    std::vector<TableRun> runs = RunsOf(table_indices);
     for (size_t r = 0; r < runs.size(); ++r) {
       const TableRun& run = runs[r];
       std::shared_ptr<Table> table = service_.Find(tables[run.table]);
