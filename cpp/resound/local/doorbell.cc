@@ -101,6 +101,13 @@ void Doorbell::SetSleeping(bool sleeping) noexcept {
 
 Doorbell::Arrival Doorbell::Wait(const LocalSocket& socket, std::chrono::nanoseconds spin, const Deadline& deadline,
                                  int stop_fd) {
+  if (spin.count() == 0 && deadline.has_passed()) {
+    // One look, no wait (a writer looking for an answer between items): no
+    // sleeping flag, which would have the peer send a wake frame for an
+    // answer this side reads without one.
+    if (std::optional<Frame> frame = Take()) return {LocalSocket::Wait::kReadable, frame};
+    return {socket.ReadableNow() ? LocalSocket::Wait::kReadable : LocalSocket::Wait::kTimedOut, std::nullopt};
+  }
   const auto until = std::chrono::steady_clock::now() + spin;
   for (unsigned look = 1;; ++look) {
     if (std::optional<Frame> frame = Take()) return {LocalSocket::Wait::kReadable, frame};

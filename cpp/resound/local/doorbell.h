@@ -80,7 +80,8 @@ class Doorbell {
   };
   // Looks for a rung frame or a readable socket for up to `spin` without
   // sleeping (yielding the core now and then), then sleeps on the socket
-  // until `deadline` or `stop_fd` (if >= 0) is readable.
+  // until `deadline` or `stop_fd` (if >= 0) is readable. No spin and a
+  // deadline that has passed: one look (kTimedOut if nothing is there).
   Arrival Wait(const LocalSocket& socket, std::chrono::nanoseconds spin, const Deadline& deadline,
                int stop_fd = -1);
 

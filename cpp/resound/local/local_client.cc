@@ -310,7 +310,10 @@ std::optional<LocalClient::Response> LocalClient::Await(uint64_t id, const Deadl
     // sleeping first, then waited for.
     Doorbell::Arrival arrival;
     try {
-      arrival = bell_.Wait(socket_, spin_, deadline);
+      // An answer looked for without waiting (Finish with a deadline
+      // that has passed) is one look: no spin.
+      const bool look_only = keep_waiting && deadline.has_passed();
+      arrival = bell_.Wait(socket_, look_only ? std::chrono::nanoseconds(0) : spin_, deadline);
     } catch (const InvalidArgumentError&) {
       broken_ = true;  // a rung frame that is no frame
       throw;
