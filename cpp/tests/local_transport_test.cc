@@ -213,6 +213,26 @@ void CallsInTwoHalves(const std::string& dir) {
   RESOUND_CHECK(Text(client.Call(kEcho, Put(client, "still"), Soon()).payload) == "still");
 }
 
+// A request that says its client's next one comes later (Frame::kNextLater):
+// the server's thread sleeps after answering it instead of spinning, even
+// with a spin floor of a minute, and the next request wakes it.
+void NextLaterRequestsLetTheServerSleep(const std::string& dir) {
+  auto service = std::make_shared<TestService>();
+  ConnectionLimits limits;
+  limits.spin_floor = limits.spin_ceiling = std::chrono::seconds(60);
+  LocalServer server({dir + "/later.sock", {}, 8, limits, "t"}, service);
+  LocalClient client(server.path(), 1 << 16, 1 << 16, Soon());
+  RESOUND_CHECK(Text(client.Call(kEcho, Put(client, "soon"), Soon()).payload) == "soon");
+  RESOUND_CHECK(!client.server_sleeps());  // spinning for the next request
+  client.Start(kEcho, Put(client, "later"), LocalClient::Layout::kMessage, /*next_later=*/true);
+  const auto answer = client.Finish(Soon());
+  RESOUND_CHECK(answer.has_value() && Text(answer->payload) == "later");
+  WaitFor([&] { return client.server_sleeps(); });
+  const uint64_t wakes = client.wakes_sent();
+  RESOUND_CHECK(Text(client.Call(kEcho, Put(client, "next"), Soon()).payload) == "next");
+  RESOUND_CHECK(client.wakes_sent() == wakes + 1 && !client.server_sleeps());
+}
+
 void StopEndsWaitingCalls(const std::string& dir) {
   auto service = std::make_shared<TestService>();
   auto server = std::make_unique<LocalServer>(LocalServerOptions{dir + "/b.sock", {}, 8, {}, "t"}, service);
@@ -472,6 +492,7 @@ int main() {
   const std::string dir = resound::local::TempDir();
   resound::local::CallsErrorsAndContinuations(dir);
   resound::local::CallsInTwoHalves(dir);
+  resound::local::NextLaterRequestsLetTheServerSleep(dir);
   resound::local::StopEndsWaitingCalls(dir);
   resound::local::OtherUsersAreRefused(dir);
   resound::local::BrokenClientsAreDroppedAndOthersServed(dir);

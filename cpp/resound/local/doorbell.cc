@@ -69,6 +69,10 @@ bool Doorbell::Ring(const Frame& frame) noexcept {
   return Word32(peer_, kSleepingAt).load(std::memory_order_relaxed) != 0;
 }
 
+bool Doorbell::PeerSleeps() const noexcept {
+  return Word32(peer_, kSleepingAt).load(std::memory_order_relaxed) != 0;
+}
+
 void Doorbell::SendWake(const LocalSocket& socket) {
   Frame frame;
   frame.kind = Frame::kWake;

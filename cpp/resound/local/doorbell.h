@@ -71,6 +71,8 @@ class Doorbell {
   // Sends a wake frame (after a Ring that returned true).
   void SendWake(const LocalSocket& socket);
   uint64_t wakes_sent() const noexcept { return wakes_sent_; }
+  // Whether the peer says it sleeps (waits on the socket) now.
+  bool PeerSleeps() const noexcept;
   // The peer's next rung frame, if there is one.
   std::optional<Frame> Take();
 

@@ -37,7 +37,8 @@ Frame Frame::Decode(std::span<const std::byte> message) {
   }
   frame.method = GetField<uint32_t>(p, 8);
   frame.flags = GetField<uint32_t>(p, 12);
-  if ((frame.flags & ~static_cast<uint32_t>(kInShared | kLast | kDataTail | kNewRegion | kArenaRefs)) != 0) {
+  if ((frame.flags & ~static_cast<uint32_t>(kInShared | kLast | kDataTail | kNewRegion | kArenaRefs | kNextLater)) !=
+      0) {
     throw InvalidArgumentError("local frame: unknown flags " + std::to_string(frame.flags));
   }
   frame.request_id = GetField<uint64_t>(p, 16);

@@ -19,8 +19,8 @@ namespace resound::local {
 struct Frame {
   static constexpr uint32_t kMagic = 0x464c5352;  // "RSLF"
   // 2: kDataTail; 3: Doorbell's control pages, kWake; 4: packed mutate; 5: kArena, kArenaRefs;
-  // 6: step inserts
-  static constexpr uint16_t kVersion = 6;
+  // 6: step inserts; 7: kNextLater
+  static constexpr uint16_t kVersion = 7;
   static constexpr size_t kHeaderBytes = 40;
   // Larger payloads go through shared memory (a socket buffer holds ~200 KB).
   static constexpr size_t kMaxInlineBytes = 64 * 1024;
@@ -51,6 +51,10 @@ struct Frame {
     // message's chunks' payloads is, in the data that follows or in the
     // client's payload arena (wire::WriteWithDataTail).
     kArenaRefs = 16,
+    // A request its client sent between items it makes (a writer's batch,
+    // sent ahead): its next request is a batch away, so the server's thread
+    // sleeps after answering instead of looking for it (see SpinBudget).
+    kNextLater = 32,
   };
 
   uint16_t kind = 0;
@@ -65,6 +69,7 @@ struct Frame {
   bool data_tail() const noexcept { return (flags & kDataTail) != 0; }
   bool new_region() const noexcept { return (flags & kNewRegion) != 0; }
   bool arena_refs() const noexcept { return (flags & kArenaRefs) != 0; }
+  bool next_later() const noexcept { return (flags & kNextLater) != 0; }
 
   // Writes the header into out[0, kHeaderBytes).
   void Encode(std::span<std::byte, kHeaderBytes> out) const noexcept;

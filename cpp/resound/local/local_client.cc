@@ -250,11 +250,13 @@ LocalClient::Response LocalClient::Send(Frame request, std::span<const std::byte
   return *Await(SendFrame(request, inline_payload, fds), deadline, false);
 }
 
-void LocalClient::Start(uint32_t method, size_t size, Layout layout) {
+void LocalClient::Start(uint32_t method, size_t size, Layout layout, bool next_later) {
   const CallGuard guard(in_call_);
   if (pending_request_ != 0) throw FailedPreconditionError("local call: a started request is not finished");
   CheckFits(size);
-  pending_request_ = SendFrame(SharedRequest(method, size, layout), {}, {});
+  Frame request = SharedRequest(method, size, layout);
+  if (next_later) request.flags |= Frame::kNextLater;
+  pending_request_ = SendFrame(request, {}, {});
 }
 
 std::optional<LocalClient::Response> LocalClient::Finish(const Deadline& deadline) {

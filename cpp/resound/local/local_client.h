@@ -56,6 +56,9 @@ class LocalClient {
   void SetSpin(std::chrono::nanoseconds spin) noexcept { spin_ = spin; }
   // Wake frames this side sent: requests rung while the server slept.
   uint64_t wakes_sent() const noexcept { return bell_.wakes_sent(); }
+  // Whether the server's thread for this connection sleeps now (it looks
+  // for the next request without sleeping for a while after each answer).
+  bool server_sleeps() const noexcept { return bell_.PeerSleeps(); }
 
   // How a request's payload is laid out: a message, or a message whose
   // chunk payloads follow it apart (Frame::kDataTail, an insert's:
@@ -87,7 +90,8 @@ class LocalClient {
   // pending, for a later Finish. Errors as Call's. One request at a time:
   // FailedPreconditionError for a Start while one is pending (or a Finish
   // with none).
-  void Start(uint32_t method, size_t size, Layout layout = Layout::kMessage);
+  // `next_later`: this client's next request is a batch away (Frame::kNextLater).
+  void Start(uint32_t method, size_t size, Layout layout = Layout::kMessage, bool next_later = false);
   std::optional<Response> Finish(const Deadline& deadline);
   bool pending() const noexcept { return pending_request_ != 0; }
 

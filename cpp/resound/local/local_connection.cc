@@ -151,9 +151,11 @@ void LocalConnection::Serve(LocalService& service, int stop_fd) {
   std::vector<UniqueFd> fds;
   SpinBudget spin(limits_.spin_floor, limits_.spin_ceiling);
   auto answered_at = std::chrono::steady_clock::now();
+  bool next_later = false;  // the last request said its next comes a batch later: no spin
   while (true) {
     // The next request: rung, or a message on the socket.
-    const Doorbell::Arrival arrival = bell_.Wait(socket_, spin.Next(), Deadline::Never(), stop_fd);
+    const std::chrono::nanoseconds look = next_later ? std::chrono::nanoseconds(0) : spin.Next();
+    const Doorbell::Arrival arrival = bell_.Wait(socket_, look, Deadline::Never(), stop_fd);
     if (arrival.wait == LocalSocket::Wait::kStopped) {
       end_reason_ = "server stopping";
       // As a gRPC server ends its calls: CANCELLED, which clients do not
@@ -178,7 +180,8 @@ void LocalConnection::Serve(LocalService& service, int stop_fd) {
       if (frame.kind == Frame::kWake) continue;  // its frame is rung: the next Wait takes it
       inline_payload = std::span<const std::byte>(message_).subspan(Frame::kHeaderBytes);
     }
-    spin.Waited(std::chrono::steady_clock::now() - answered_at);
+    // (A gap the client announced says nothing of how soon it calls again.)
+    if (!next_later) spin.Waited(std::chrono::steady_clock::now() - answered_at);
     if (frame.kind == Frame::kRegion || frame.kind == Frame::kArena) {
       if (frame.kind == Frame::kRegion) {
         ReplaceUpload(frame, fds);
@@ -186,10 +189,12 @@ void LocalConnection::Serve(LocalService& service, int stop_fd) {
         MapArena(frame, fds);
       }
       answered_at = std::chrono::steady_clock::now();
+      next_later = false;  // its request follows at once
       continue;
     }
     if (frame.kind != Frame::kRequest) throw InvalidArgumentError("expected a request frame");
-    if ((frame.flags & ~static_cast<uint32_t>(Frame::kInShared | Frame::kDataTail | Frame::kArenaRefs)) != 0) {
+    if ((frame.flags & ~static_cast<uint32_t>(Frame::kInShared | Frame::kDataTail | Frame::kArenaRefs |
+                                              Frame::kNextLater)) != 0) {
       throw InvalidArgumentError("a request frame with flags only responses carry");
     }
     if (frame.arena_refs() && (!frame.data_tail() || arena_.size() == 0)) {
@@ -235,6 +240,7 @@ void LocalConnection::Serve(LocalService& service, int stop_fd) {
       if (!reply.answered()) reply.Fail(StatusCodeOf(error), error.what());
     }
     answered_at = std::chrono::steady_clock::now();
+    next_later = frame.next_later();
   }
 }
 
