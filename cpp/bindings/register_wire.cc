@@ -8,6 +8,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstring>
 #include <memory>
@@ -244,6 +245,14 @@ py::object FindBytesField(py::handle message, uint32_t field_number) {
   return py::make_tuple(found->field_start, found->field_end, found->value_start);
 }
 
+// What add and add_one return: 0 without room (the writer waits for
+// confirmations before its next item), 1 with room, 2 with room and a
+// message due (a writer sends it itself). One call per item answers both.
+int AddOutcome(const InsertRequestEncoder& encoder) noexcept {
+  if (!encoder.HasRoom()) return 0;
+  return encoder.MessageDue() ? 2 : 1;
+}
+
 }  // namespace
 
 void RegisterWire(py::module_& m) {
@@ -339,11 +348,11 @@ InsertRequest messages by the thousand, held until the server confirms them
           [](InsertRequestEncoder& encoder, const std::string& table, py::handle key, double priority,
              py::handle trajectory) {
             encoder.Add(table, ToKey(key, "key"), priority, ToTrajectory(trajectory, "trajectory"));
-            return encoder.HasRoom();
+            return AddOutcome(encoder);
           },
           py::arg("table"), py::arg("key"), py::arg("priority"), py::arg("trajectory"),
           "Queues an item (trajectory as Table.insert takes it); NotFoundError if a chunk is not live. "
-          "Returns has_room.")
+          "Returns 0 without room (has_room), 1 with room, 2 with room and a message due (message_due).")
       .def(
           "add_one",
           [](InsertRequestEncoder& encoder, const std::string& table, py::handle key, double priority,
@@ -351,11 +360,11 @@ InsertRequest messages by the thousand, held until the server confirms them
             Trajectory trajectory;
             trajectory.push_back({{{ToKey(chunk_key, "chunk_key"), offset, length}}, squeeze});
             encoder.Add(table, ToKey(key, "key"), priority, std::move(trajectory));
-            return encoder.HasRoom();
+            return AddOutcome(encoder);
           },
           py::arg("table"), py::arg("key"), py::arg("priority"), py::arg("chunk_key"), py::arg("offset"),
           py::arg("length"), py::arg("squeeze"),
-          "add() of one column of one slice, without the nested lists. Returns has_room.")
+          "add() of one column of one slice, without the nested lists; returns as add.")
       .def(
           "take_message",
           [](InsertRequestEncoder& encoder, size_t max_items, size_t max_bytes) {
@@ -378,6 +387,18 @@ InsertRequest messages by the thousand, held until the server confirms them
            "A new stream: unconfirmed items go back to the front of the queue, every chunk counts as unsent.")
       .def_property_readonly("releasable", &InsertRequestEncoder::HasReleasable,
                              "Whether take_message would release a chunk on the server (one gone from the store).")
+      .def(
+          "set_message_due",
+          [](InsertRequestEncoder& encoder, size_t items, int64_t bytes, double seconds) {
+            if (!(seconds >= 0.0) || seconds > 3600.0) throw py::value_error("seconds: must be in [0, 3600]");
+            encoder.SetMessageDue(items, bytes,
+                                  std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                      std::chrono::duration<double>(seconds)));
+          },
+          py::arg("items"), py::arg("bytes"), py::arg("seconds"),
+          "When add reports a message due: once `items` are queued, their chunks hold `bytes`, or the "
+          "oldest has waited `seconds` (0 leaves one out; all 0: never).")
+      .def_property_readonly("message_due", &InsertRequestEncoder::MessageDue)
       .def_property_readonly("queued", &InsertRequestEncoder::queued)
       .def_property_readonly("unconfirmed", &InsertRequestEncoder::unconfirmed)
       .def_property_readonly("in_flight_bytes", &InsertRequestEncoder::in_flight_bytes)

@@ -33,7 +33,23 @@ void InsertRequestEncoder::Add(const std::string& table, uint64_t key, double pr
   pending.priority = priority;
   pending.trajectory = std::move(trajectory);
   in_flight_bytes_ += pending.bytes;
+  queued_bytes_ += pending.bytes;
+  if (queue_.empty() && due_age_.count() > 0) oldest_queued_at_ = std::chrono::steady_clock::now();
   queue_.push_back(std::move(pending));
+}
+
+void InsertRequestEncoder::SetMessageDue(size_t items, int64_t bytes, std::chrono::nanoseconds age) noexcept {
+  due_items_ = items;
+  due_bytes_ = bytes;
+  due_age_ = age;
+  oldest_queued_at_ = std::chrono::steady_clock::now();
+}
+
+bool InsertRequestEncoder::MessageDue() const noexcept {
+  if (queue_.empty()) return false;
+  if (due_items_ > 0 && queue_.size() >= due_items_) return true;
+  if (due_bytes_ > 0 && queued_bytes_ >= due_bytes_) return true;
+  return due_age_.count() > 0 && std::chrono::steady_clock::now() - oldest_queued_at_ >= due_age_;
 }
 
 std::vector<std::shared_ptr<const Chunk>> InsertRequestEncoder::TakeMessage(
@@ -75,9 +91,12 @@ std::vector<std::shared_ptr<const Chunk>> InsertRequestEncoder::TakeMessage(
     table_indices.push_back(pending.table);
     keys.push_back(pending.key);
     priorities.push_back(pending.priority);
+    queued_bytes_ -= pending.bytes;
     unconfirmed_.push_back(std::move(pending));
     queue_.pop_front();
   }
+  // (The items a full message left wait from now on, near enough.)
+  if (!queue_.empty() && due_age_.count() > 0) oldest_queued_at_ = std::chrono::steady_clock::now();
   // A chunk gone from the store has no handle left anywhere: no item on its
   // way and no writer can use it again, so the server may let it go.
   std::vector<uint64_t> released;
@@ -131,7 +150,11 @@ size_t InsertRequestEncoder::Confirm(std::span<const uint64_t> keys) {
 }
 
 void InsertRequestEncoder::Requeue() {
-  for (auto it = unconfirmed_.rbegin(); it != unconfirmed_.rend(); ++it) queue_.push_front(std::move(*it));
+  for (auto it = unconfirmed_.rbegin(); it != unconfirmed_.rend(); ++it) {
+    queued_bytes_ += it->bytes;
+    queue_.push_front(std::move(*it));
+  }
+  oldest_queued_at_ = std::chrono::steady_clock::now();
   unconfirmed_.clear();
   sent_.clear();
 }

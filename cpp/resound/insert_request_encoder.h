@@ -13,6 +13,7 @@
 #ifndef RESOUND_INSERT_REQUEST_ENCODER_H_
 #define RESOUND_INSERT_REQUEST_ENCODER_H_
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -74,6 +75,16 @@ class InsertRequestEncoder {
   // after a reset or the items' removal too.
   bool HasReleasable() const;
 
+  // When a writer thread should send the queued items itself instead of
+  // leaving them to the stream's thread (see MessageDue): once `items` are
+  // queued, their chunks hold `bytes`, or the oldest has waited `age`. 0
+  // leaves a criterion out; all 0 (the default): never.
+  void SetMessageDue(size_t items, int64_t bytes, std::chrono::nanoseconds age) noexcept;
+  // Whether the queue holds a message's worth (SetMessageDue). A writer
+  // that asks after each item sends a message per batch it makes, and its
+  // items wait at most `age` for it (a clock read per call while `age` is set).
+  bool MessageDue() const noexcept;
+
   size_t queued() const noexcept { return queue_.size(); }
   size_t unconfirmed() const noexcept { return unconfirmed_.size(); }
   size_t in_flight() const noexcept { return queued() + unconfirmed(); }
@@ -106,6 +117,13 @@ class InsertRequestEncoder {
   std::deque<Pending> unconfirmed_;
   std::unordered_set<uint64_t> sent_;  // chunks the server keeps for this stream
   int64_t in_flight_bytes_ = 0;
+  int64_t queued_bytes_ = 0;  // of the queued items alone (as in_flight_bytes_)
+  // About when the oldest queued item was queued (set when the queue was
+  // empty, and at each message for the items it left).
+  std::chrono::steady_clock::time_point oldest_queued_at_{};
+  size_t due_items_ = 0;
+  int64_t due_bytes_ = 0;
+  std::chrono::nanoseconds due_age_{0};
 };
 
 }  // namespace resound

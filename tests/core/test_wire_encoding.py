@@ -4,6 +4,8 @@ for field, and its queue must hold, resend and release as the stream needs."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -87,27 +89,76 @@ def test_chunks_go_once_per_stream_and_are_released_when_gone(store):
 
 def test_add_answers_whether_the_in_flight_limits_leave_room(store):
     # A writer learns from the call that queues its item whether it may add
-    # the next without waiting (InsertStream's hot path).
+    # the next without waiting (InsertStream's hot path): 0 without room, 1
+    # with room (2: with room and a message due, below).
     handle = add_chunk(store, 31, np.zeros(4, np.float32))  # 16 bytes
     by_items = _core.InsertRequestEncoder(store, max_in_flight_items=3)
     assert by_items.has_room
-    assert by_items.add_one("t", 1, 1.0, 31, 0, 1, False) is True
-    assert by_items.add("t", 2, 1.0, [([(31, 1, 1)], False)]) is True
+    assert by_items.add_one("t", 1, 1.0, 31, 0, 1, False) == 1
+    assert by_items.add("t", 2, 1.0, [([(31, 1, 1)], False)]) == 1
     by_items.take_message(10, 1 << 20)  # sent, unconfirmed: still in flight
-    assert by_items.add_one("t", 3, 1.0, 31, 2, 1, False) is False
+    assert by_items.add_one("t", 3, 1.0, 31, 2, 1, False) == 0
     assert not by_items.has_room
     assert by_items.confirm(np.array([1], np.uint64)) == 1
     assert by_items.has_room
 
     by_bytes = _core.InsertRequestEncoder(store, max_in_flight_bytes=40)
-    assert by_bytes.add_one("t", 1, 1.0, 31, 0, 1, False) is True  # 16
-    assert by_bytes.add_one("t", 2, 1.0, 31, 0, 1, False) is True  # 32
-    assert by_bytes.add_one("t", 3, 1.0, 31, 0, 1, False) is False  # 48
+    assert by_bytes.add_one("t", 1, 1.0, 31, 0, 1, False) == 1  # 16
+    assert by_bytes.add_one("t", 2, 1.0, 31, 0, 1, False) == 1  # 32
+    assert by_bytes.add_one("t", 3, 1.0, 31, 0, 1, False) == 0  # 48
     assert by_bytes.in_flight_bytes == 48
 
     # Without limits (0, the default) there is always room.
     unlimited = _core.InsertRequestEncoder(store)
-    assert all(unlimited.add_one("t", key, 1.0, 31, 0, 1, False) for key in range(100))
+    assert all(unlimited.add_one("t", key, 1.0, 31, 0, 1, False) == 1 for key in range(100))
+    del handle
+
+
+def test_add_says_when_the_queue_makes_a_message(store):
+    # A same-host writer sends its queued items itself once they make a
+    # message (InsertStream._DUE_*): add tells it, by items, by bytes, or by
+    # the oldest item's wait; never unless asked.
+    handle = add_chunk(store, 41, np.zeros(4, np.float32))  # 16 bytes
+    never = _core.InsertRequestEncoder(store)
+    assert [never.add_one("t", key, 1.0, 41, 0, 1, False) for key in range(50)] == [1] * 50
+    assert not never.message_due
+
+    by_items = _core.InsertRequestEncoder(store)
+    by_items.set_message_due(3, 0, 0.0)
+    assert [by_items.add_one("t", key, 1.0, 41, 0, 1, False) for key in range(4)] == [1, 1, 2, 2]
+    by_items.take_message(2, 1 << 20)  # two go: two are left, below three
+    assert not by_items.message_due
+    assert by_items.add("t", 9, 1.0, [([(41, 0, 1)], False)]) == 2
+    by_items.take_message(10, 1 << 20)
+    assert not by_items.message_due  # nothing queued
+
+    by_bytes = _core.InsertRequestEncoder(store)
+    by_bytes.set_message_due(0, 40, 0.0)
+    assert [by_bytes.add_one("t", key, 1.0, 41, 0, 1, False) for key in range(3)] == [1, 1, 2]
+    # Unconfirmed items sent again after a reconnect count as queued.
+    by_bytes.take_message(10, 1 << 20)
+    assert not by_bytes.message_due
+    by_bytes.requeue()
+    assert by_bytes.message_due and by_bytes.queued == 3
+
+    # Room comes first: a full stream says 0 even with a message due.
+    full = _core.InsertRequestEncoder(store, max_in_flight_items=2)
+    full.set_message_due(1, 0, 0.0)
+    assert [full.add_one("t", key, 1.0, 41, 0, 1, False) for key in range(2)] == [2, 0]
+
+    by_age = _core.InsertRequestEncoder(store)
+    by_age.set_message_due(0, 0, 3600.0)
+    assert by_age.add_one("t", 1, 1.0, 41, 0, 1, False) == 1
+    by_age.set_message_due(0, 0, 0.001)  # (the oldest item's wait starts again here)
+    start = time.perf_counter()
+    while time.perf_counter() - start < 0.002:  # the clock passes the age
+        pass
+    assert by_age.message_due
+    assert by_age.add_one("t", 2, 1.0, 41, 0, 1, False) == 2
+
+    for bad in (-1.0, float("nan"), 3601.0):
+        with pytest.raises(ValueError, match="seconds"):
+            by_age.set_message_due(0, 0, bad)
     del handle
 
 
