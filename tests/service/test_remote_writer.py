@@ -211,6 +211,28 @@ def test_items_a_flush_leaves_in_flight_arrive_and_are_confirmed_without_another
     writer.close()
 
 
+def test_items_of_a_writer_that_never_waits_arrive_in_order_without_a_flush(remote):
+    # (Over the same-host transport such a writer sends its items itself,
+    # a message's worth at a time between items, and the stream's thread
+    # sends the last ones, fewer than a message, once it stops.)
+    server, client = remote(resound.Table.queue("q", 5_000), resound.Table.queue("big", 50))
+    writer = client.trajectory_writer(1)
+    write(writer, "q", range(1_000))
+    wait_until(lambda: server.table("q").info.current_size == 1_000, "the items to arrive")
+    wait_until(lambda: writer.num_pending_items == 0, "the items to be confirmed")
+    taken = [s.data[0] for s in client.sample("q", 1_000, emit_timesteps=False)]
+    assert taken == list(range(1_000))
+    # Items of 400 KB: a message is due every few of them.
+    for value in range(40):
+        writer.append({"y": np.full(100_000, value, np.float32)})
+        writer.create_item("big", 1.0, {"y": writer.history["y"][-1]})
+    wait_until(lambda: server.table("big").info.current_size == 40, "the large items to arrive")
+    taken = [s.data[0] for s in client.sample("big", 40, emit_timesteps=False)]
+    assert [int(y[0]) for y in taken] == list(range(40))
+    assert all((y == y[0]).all() for y in taken)
+    writer.close()
+
+
 def test_rate_limited_flushes_time_out_and_their_items_still_arrive(remote):
     server, client = remote(resound.Table.queue("q", 1))
     writer = client.trajectory_writer(1)

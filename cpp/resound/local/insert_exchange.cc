@@ -62,8 +62,13 @@ ExchangeOutcome ExchangeInsert(LocalClient& client, uint32_t method, InsertReque
     }
     if (encoder.queued() == 0) break;
     const size_t size = StageInsert(client, encoder, limits);
-    client.Start(method, size, client.staged_layout());
+    // A turn that does not wait (a writer sending between items) leaves
+    // the answer to its next turn, a batch of items later: looking for it
+    // now would find nothing, and the server need not look for the next.
+    const bool between_items = answer_deadline.has_passed();
+    client.Start(method, size, client.staged_layout(), between_items);
     outcome.sent = true;
+    if (between_items) break;
   }
   outcome.awaiting = client.pending();
   return outcome;

@@ -53,7 +53,9 @@ struct ExchangeOutcome {
 // on its way. Waits for an answer until `answer_deadline`: one that has not
 // come by then stays pending (outcome.awaiting), as does a message sent
 // ahead. After an answer in parts it asks for the rest (a Continue
-// request, read as any answer). The caller must not have an answer in
+// request, read as any answer). With a deadline that has passed (a writer
+// between items) it looks for the answer once, and a message it sends
+// ends the turn and says that the next request comes later (kNextLater). The caller must not have an answer in
 // parts unread. Errors as LocalClient's calls, and InvalidArgumentError
 // for a malformed answer: either leaves the connection broken.
 ExchangeOutcome ExchangeInsert(LocalClient& client, uint32_t method, InsertRequestEncoder& encoder,
