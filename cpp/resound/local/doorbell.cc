@@ -66,7 +66,7 @@ bool Doorbell::Ring(const Frame& frame) noexcept {
   // The ringer's half of the Dekker pair (see SetSleeping): the count is
   // visible before the flag is read.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  return Word32(peer_, kSleepingAt).load(std::memory_order_relaxed) != 0;
+  return PeerSleeps();
 }
 
 bool Doorbell::PeerSleeps() const noexcept {

@@ -55,9 +55,10 @@ struct ExchangeOutcome {
 // ahead. After an answer in parts it asks for the rest (a Continue
 // request, read as any answer). With a deadline that has passed (a writer
 // between items) it looks for the answer once, and a message it sends
-// ends the turn and says that the next request comes later (kNextLater). The caller must not have an answer in
-// parts unread. Errors as LocalClient's calls, and InvalidArgumentError
-// for a malformed answer: either leaves the connection broken.
+// ends the turn and says that the next request comes later (kNextLater).
+// The caller must not have an answer in parts unread. Errors as
+// LocalClient's calls, and InvalidArgumentError for a malformed answer:
+// either leaves the connection broken.
 ExchangeOutcome ExchangeInsert(LocalClient& client, uint32_t method, InsertRequestEncoder& encoder,
                                size_t keep, const MessageLimits& limits, const Deadline& answer_deadline);
 
