@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from resound._wire.operation import RPC_NAME, mark
 
-__all__ = ["mark", "names_operation", "rename", "rename_for", "renamed_calls", "renamed_iteration"]
+__all__ = ["mark", "names_operation", "rename", "rename_for", "renamed_calls"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -107,22 +107,3 @@ def renamed_calls(function: Callable[..., Any], operation: str, owner: Any) -> C
     mark(call.__code__)
     functools.update_wrapper(call, function)
     return call
-
-
-def renamed_iteration(iterator: Iterable[Any], operation: str, owner: Any) -> Iterator[Any]:
-    """``iterator``'s items; an error while iterating names ``operation``."""
-    iterator = iter(iterator)
-    while True:
-        # This generator's frame is on the stack only while it runs a step
-        # (marked below), not while the caller runs between steps.
-        try:
-            item = next(iterator)
-        except StopIteration:
-            return
-        except Exception as error:
-            rename_for(error, operation, owner)
-            raise
-        yield item
-
-
-mark(renamed_iteration.__code__)

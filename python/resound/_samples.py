@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from resound import _batch_assembly, _codec, _core
+from resound._operation_names import mark, rename_for
 from resound.replay_sample import ReplaySample, SampleInfo
 
 __all__ = ["BatchSizer", "sample_generator"]
@@ -57,7 +58,10 @@ def _nbytes(columns: list[np.ndarray], count: int) -> int:
     """Bytes per sample of ``count`` samples held in ``columns``, measured
     before strings become Python objects (whose ``nbytes`` would count
     pointers, and whose scalars are ``bytes``)."""
-    return sum(column.nbytes for column in columns) // max(1, count)
+    total = 0
+    for column in columns:  # a loop: a generator costs more than one column's sum
+        total += column.nbytes
+    return total // max(1, count)
 
 
 def sample_generator(
@@ -67,41 +71,75 @@ def sample_generator(
     signature: Any,
     timeout: float | None,
     sizer: BatchSizer,
+    owner: Any,
 ) -> Iterator[Any]:
     """Yields ``num_samples`` samples drawn with ``take(count, deadline,
     cancelled)``, each wait for the rate limiter bounded by ``timeout``;
     data packed as ``signature`` (None: a list of columns); batches as
-    large as ``sizer`` says (and tells it the sizes it sees)."""
-    remaining = num_samples
-    while remaining > 0:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        for batch in take(sizer.count(remaining), deadline, None):
-            remaining -= len(batch)
-            infos = _infos(batch)
-            stacked = _batch_assembly.stack_columns(batch)
-            if stacked is not None:
-                sizer.observe(_nbytes(stacked, len(batch)))
-                stacked = _codec.strings_as_objects(stacked)
-                if not emit_timesteps and stacked:
-                    yield from _stacked_samples(infos, stacked, signature)
-                    continue
-            decoded: dict[int, np.ndarray] = {}  # each chunk decoded once per batch
-            for index, info in enumerate(infos):
-                item = None
+    large as ``sizer`` says (and tells it the sizes it sees). An error
+    names the operation ``sample`` and ``owner``'s addresses (what
+    ``renamed_iteration`` does, without a second generator per call:
+    ``sample(num_samples=1)`` is a call a learner makes per sample)."""
+    try:
+        remaining = num_samples
+        while remaining > 0:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            for batch in take(sizer.count(remaining), deadline, None):
+                count = len(batch)
+                remaining -= count
+                stacked = _batch_assembly.stack_columns(batch)
                 if stacked is not None:
-                    columns = [column[index, ...] for column in stacked]
-                else:
-                    item = batch[index]
-                    gathered = _codec.gather_item(item.trajectory, item.chunks, decoded)
-                    if index == 0:
-                        sizer.observe(_nbytes(gathered, 1))
-                    columns = _codec.strings_as_objects(gathered)
-                if emit_timesteps:
-                    item = batch[index] if item is None else item
-                    squeezed = [squeeze for _, squeeze in item.trajectory]
-                    yield _timesteps(info, columns, squeezed, signature)
-                else:
-                    yield ReplaySample(info, _batch_assembly.pack(signature, columns))
+                    sizer.observe(_nbytes(stacked, count))
+                    stacked = _codec.strings_as_objects(stacked)
+                    if not emit_timesteps and stacked:
+                        if count == 1:
+                            yield _one_sample(batch, stacked, signature)
+                        else:
+                            yield from _stacked_samples(_infos(batch), stacked, signature)
+                        continue
+                infos = _infos(batch)
+                decoded: dict[int, np.ndarray] = {}  # each chunk decoded once per batch
+                for index, info in enumerate(infos):
+                    item = None
+                    if stacked is not None:
+                        columns = [column[index, ...] for column in stacked]
+                    else:
+                        item = batch[index]
+                        gathered = _codec.gather_item(item.trajectory, item.chunks, decoded)
+                        if index == 0:
+                            sizer.observe(_nbytes(gathered, 1))
+                        columns = _codec.strings_as_objects(gathered)
+                    if emit_timesteps:
+                        item = batch[index] if item is None else item
+                        squeezed = [squeeze for _, squeeze in item.trajectory]
+                        yield _timesteps(info, columns, squeezed, signature)
+                    else:
+                        yield ReplaySample(info, _batch_assembly.pack(signature, columns))
+    except Exception as error:
+        rename_for(error, "sample", owner)
+        raise
+
+
+# Warnings logged while a step of it runs name `sample` (see _operation_names).
+mark(sample_generator.__code__, "sample")
+
+
+def _one_sample(batch: Any, stacked: list[np.ndarray], signature: Any) -> ReplaySample:
+    """The sample of a batch of one whose columns stacked (what
+    ``_stacked_samples`` gives for one, without its iterators)."""
+    info = _make_info(
+        (
+            batch.keys.item(0),
+            batch.probabilities.item(0),
+            batch.table_sizes.item(0),
+            batch.priorities.item(0),
+            batch.times_sampled.item(0),
+        )
+    )
+    columns = [column[0, ...] for column in stacked]
+    return _make_sample(
+        (info, columns if signature is None else _batch_assembly.pack(signature, columns))
+    )
 
 
 def _stacked_samples(

@@ -41,7 +41,6 @@ from resound._operation_names import (
     names_operation,
     rename_for,
     renamed_calls,
-    renamed_iteration,
 )
 from resound._samples import BatchSizer, sample_generator
 from resound._transport import factory
@@ -382,7 +381,6 @@ class Client:
 
     # --- sampling
 
-    @names_operation("sample")
     def sample(
         self,
         table: str,
@@ -402,22 +400,22 @@ class Client:
         bounds each wait for the rate limiter (seconds; None: forever) and
         raises DeadlineExceededError.
         """
-        num_samples = check_count(num_samples, "num_samples")
-        timeout = check_timeout(timeout)
-        take = self._taker(table, flexible=True)
-        signature = self._signature(table) if unpack_as_table_signature else None
-        return renamed_iteration(
-            sample_generator(
-                take,
-                num_samples,
-                emit_timesteps,
-                signature,
-                timeout,
-                self._batch_sizers.setdefault(table, BatchSizer()),
-            ),
-            "sample",
-            self,
-        )
+        # What names_operation does, without its generic (*args, **kwargs)
+        # frame: a learner may call this once per sample (num_samples=1).
+        try:
+            if type(num_samples) is not int or num_samples < 1:
+                num_samples = check_count(num_samples, "num_samples")
+            if timeout is not None:
+                timeout = check_timeout(timeout)
+            take = self._taker(table, flexible=True)
+            signature = self._signature(table) if unpack_as_table_signature else None
+            sizer = self._batch_sizers.get(table)
+            if sizer is None:
+                sizer = self._batch_sizers.setdefault(table, BatchSizer())
+        except Exception as error:
+            rename_for(error, "sample", self)
+            raise
+        return sample_generator(take, num_samples, emit_timesteps, signature, timeout, sizer, self)
 
     def _taker(self, table: str, flexible: bool = False) -> Take:
         """``take(count, deadline, cancelled)``: sample batches from ``table``
@@ -664,8 +662,9 @@ def _check_insert_signature(meta: TableMeta, leaves: list[Any]) -> None:
         raise ValueError(message)
 
 
-# Client.insert is its own names_operation frame (see there).
+# Client.insert and Client.sample are their own names_operation frames (see there).
 mark(Client.insert.__code__, "insert")
+mark(Client.sample.__code__, "sample")
 
 
 def _client(

@@ -498,3 +498,59 @@ def test_is_nested_and_unsortable_keys() -> None:
     assert not nest.is_nested(None)
     with pytest.raises(TypeError, match="sortable"):
         nest.flatten({1: "a", "b": 2})
+
+
+def test_one_sample_at_a_time_matches_samples_of_a_batch(serve: Any) -> None:
+    """sample(num_samples=1) takes a path of its own (a batch of one, no
+    iterators): its info (Python numbers), data (structure, dtypes,
+    shapes, strings as bytes objects) and errors are those of the samples
+    of a larger batch, over every transport."""
+    signature = {
+        "obs": specs.TensorSpec([2, 3], np.float32),
+        "label": specs.TensorSpec([], np.str_),
+        "step": specs.TensorSpec([], np.int64),
+    }
+    _, client = serve(fifo_table("one", signature), fifo_table("many", signature))
+    for table in ("one", "many"):
+        for i in range(3):
+            data = {
+                "obs": np.full((2, 3), i, np.float32),
+                "label": np.array(f"item {i}"),
+                "step": np.int64(i),
+            }
+            client.insert(data, priorities={table: 1.5})
+
+    singles = []
+    for _ in range(3):
+        (sample,) = client.sample(
+            "one", num_samples=1, emit_timesteps=False, unpack_as_table_signature=True
+        )
+        singles.append(sample)
+    batch = list(
+        client.sample("many", num_samples=3, emit_timesteps=False, unpack_as_table_signature=True)
+    )
+    assert len(batch) == 3
+    for single, other in zip(singles, batch, strict=True):
+        for field in ("probability", "table_size", "priority", "times_sampled"):
+            value, expected = getattr(single.info, field), getattr(other.info, field)
+            assert value == expected and type(value) is type(expected), field
+        assert type(single.info.key) is int
+        assert set(single.data) == set(other.data)
+        for name in single.data:
+            got, want = single.data[name], other.data[name]
+            assert got.dtype == want.dtype and got.shape == want.shape, name
+            np.testing.assert_array_equal(got, want)
+    # Fifo: every sample is the oldest item, sampled once more each time.
+    assert [s.info.times_sampled for s in singles] == [1, 2, 3]
+    assert [s.data["step"].item() for s in singles] == [0, 0, 0]
+    assert singles[1].data["label"].item() == b"item 0"
+    assert singles[2].data["obs"].dtype == np.float32 and not singles[2].data["obs"].any()
+
+    # Without a signature: the flat list of columns, as for larger batches.
+    (flat,) = client.sample("one", num_samples=1, emit_timesteps=False)
+    assert isinstance(flat.data, list) and len(flat.data) == 3
+
+    # A timeout says why, as for larger batches.
+    client.reset("one")
+    with pytest.raises(resound.errors.DeadlineExceededError, match=r"MinSize\(1\) needs 1"):
+        next(iter(client.sample("one", num_samples=1, emit_timesteps=False, timeout=0.05)))
