@@ -99,8 +99,12 @@ def sample_generator(
                         continue
                 infos = _infos(batch)
                 decoded: dict[int, np.ndarray] = {}  # each chunk decoded once per batch
+                squeezed: list[bool] = []
+                if stacked is not None and emit_timesteps:
+                    # Columns stack only where every sample squeezes them
+                    # alike: the first sample's flags are every sample's.
+                    squeezed = [squeeze for _, squeeze in batch[0].trajectory]
                 for index, info in enumerate(infos):
-                    item = None
                     if stacked is not None:
                         columns = [column[index, ...] for column in stacked]
                     else:
@@ -109,9 +113,9 @@ def sample_generator(
                         if index == 0:
                             sizer.observe(_nbytes(gathered, 1))
                         columns = _codec.strings_as_objects(gathered)
+                        if emit_timesteps:
+                            squeezed = [squeeze for _, squeeze in item.trajectory]
                     if emit_timesteps:
-                        item = batch[index] if item is None else item
-                        squeezed = [squeeze for _, squeeze in item.trajectory]
                         yield _timesteps(info, columns, squeezed, signature)
                     else:
                         yield ReplaySample(info, _batch_assembly.pack(signature, columns))

@@ -422,6 +422,37 @@ def test_sample_emit_timesteps_counts_a_squeezed_column_as_one_step(
         next(iter(client.sample("queue")))
 
 
+def test_sample_emit_timesteps_of_batches_of_several_samples(serve: Any) -> None:
+    # Batches of several samples, stacked (every sample alike) and not (a
+    # column squeezed in some samples only): each sample is its own list of
+    # timesteps, in the order of the queue.
+    _, client = serve(resound.Table.queue("t", 100))
+    with client.trajectory_writer(3) as writer:
+        for step in range(3):
+            writer.append({"x": np.full(2, step, np.float32), "y": step})
+        history = writer.history
+        for _ in range(5):  # alike: x of 3 steps, y of 3 steps
+            writer.create_item("t", 1.0, {"x": history["x"][:], "y": history["y"][:]})
+        for y in (history["y"][-1], history["y"][-1:], history["y"][-1]):  # y squeezed or not
+            writer.create_item("t", 1.0, {"x": history["x"][-1], "y": y})
+        writer.flush()
+    (first,) = client.sample("t")  # the first batch is of one (its size is not known yet)
+    alike = list(client.sample("t", num_samples=4))
+    for timesteps in [first, *alike]:
+        assert [(x.tolist(), y.item()) for x, y in (s.data for s in timesteps)] == [
+            ([0.0, 0.0], 0),
+            ([1.0, 1.0], 1),
+            ([2.0, 2.0], 2),
+        ]
+        assert all(s.info == timesteps[0].info for s in timesteps)
+    assert len({timesteps[0].info.key for timesteps in [first, *alike]}) == 5
+    mixed = list(client.sample("t", num_samples=3))
+    assert [len(timesteps) for timesteps in mixed] == [1, 1, 1]
+    for (sample,) in mixed:
+        x, y = sample.data
+        assert x.tolist() == [2.0, 2.0] and (y.shape, y.item()) == ((), 2)
+
+
 def test_sample_cannot_split_columns_of_different_lengths(client: resound.Client) -> None:
     with client.trajectory_writer(3) as writer:
         for step in range(3):
