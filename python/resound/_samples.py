@@ -77,9 +77,9 @@ def sample_generator(
     cancelled)``, each wait for the rate limiter bounded by ``timeout``;
     data packed as ``signature`` (None: a list of columns); batches as
     large as ``sizer`` says (and tells it the sizes it sees). An error
-    names the operation ``sample`` and ``owner``'s addresses (what
-    ``renamed_iteration`` does, without a second generator per call:
-    ``sample(num_samples=1)`` is a call a learner makes per sample)."""
+    names the operation ``sample`` and ``owner``'s addresses: renamed
+    here rather than by a wrapping generator, a second generator per call
+    that ``sample(num_samples=1)``, called once per sample, paid for."""
     try:
         remaining = num_samples
         while remaining > 0:
