@@ -15,6 +15,8 @@ __all__ = ["as_priority", "as_updates", "check_count", "check_priority", "check_
 
 def check_count(value: Any, name: str) -> int:
     """An integer >= 1 (bools are refused)."""
+    if type(value) is int and value >= 1:
+        return value  # the common case, without the isinstance checks (per sample call)
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
     return int(value)

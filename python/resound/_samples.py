@@ -130,7 +130,8 @@ mark(sample_generator.__code__, "sample")
 
 def _one_sample(batch: Any, stacked: list[np.ndarray], signature: Any) -> ReplaySample:
     """The sample of a batch of one whose columns stacked (what
-    ``_stacked_samples`` gives for one, without its iterators)."""
+    ``_stacked_samples`` gives for one, without its iterators); the info
+    fields in ``_infos``' order, read with item() instead of tolist()."""
     info = _make_info(
         (
             batch.keys.item(0),
@@ -141,9 +142,7 @@ def _one_sample(batch: Any, stacked: list[np.ndarray], signature: Any) -> Replay
         )
     )
     columns = [column[0, ...] for column in stacked]
-    return _make_sample(
-        (info, columns if signature is None else _batch_assembly.pack(signature, columns))
-    )
+    return _make_sample((info, _batch_assembly.pack(signature, columns)))
 
 
 def _stacked_samples(

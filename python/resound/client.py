@@ -403,10 +403,8 @@ class Client:
         # What names_operation does, without its generic (*args, **kwargs)
         # frame: a learner may call this once per sample (num_samples=1).
         try:
-            if type(num_samples) is not int or num_samples < 1:
-                num_samples = check_count(num_samples, "num_samples")
-            if timeout is not None:
-                timeout = check_timeout(timeout)
+            num_samples = check_count(num_samples, "num_samples")
+            timeout = check_timeout(timeout)
             take = self._taker(table, flexible=True)
             signature = self._signature(table) if unpack_as_table_signature else None
             sizer = self._batch_sizers.get(table)
